@@ -1,0 +1,63 @@
+"""ASE calculator running a local :class:`~atomistic.models.potential.Potential`."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
+from ase.stress import full_3x3_to_voigt_6_stress
+
+from atomistic import keys
+from atomistic.checkpoint import load_potential, resolve
+
+_SHARED: dict[tuple[str, str, str, str | None], Any] = {}
+_LOCK = threading.Lock()
+
+
+def shared_potential(model: str, device: str = "cpu", dtype: str = "float64", kernel: str | None = None):
+    """Load ``model`` once per (path, device, dtype, kernel); later calls share the weights."""
+    path = str(resolve(model).resolve())
+    key = (path, str(device), str(dtype), kernel)
+    with _LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = load_potential(path, device=device, dtype=dtype, kernel=kernel)
+        return _SHARED[key]
+
+
+class AtomisticCalculator(Calculator):
+    """Energy, free energy, per-atom energies, forces and stress from an atomistic model.
+
+    Args:
+        model: a model name (``"default"``) or checkpoint directory.
+        device: ``"cpu"`` or ``"cuda"``.
+        dtype: ``"float64"`` (default) or ``"float32"``.
+        kernel: tensor-product backend (``None``: the default backend).
+        potential: an already-loaded ``Potential`` to use instead of ``model``.
+
+    Units: eV, eV/Å, and stress in eV/Å³ (ASE's Voigt order and sign).  Several calculators
+    built with the same arguments share one loaded model.
+    """
+
+    implemented_properties = ["energy", "free_energy", "energies", "forces", "stress"]
+
+    def __init__(self, model: str = "default", device: str = "cpu", dtype: str = "float64", kernel: str | None = None, potential=None, **kwargs):
+        super().__init__(**kwargs)
+        self.potential = potential if potential is not None else shared_potential(model, device, dtype, kernel)
+
+    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
+        super().calculate(atoms, properties, system_changes)
+        want_stress = "stress" in properties
+        if want_stress and not (self.atoms.pbc.any() and self.atoms.cell.volume > 1e-12):
+            raise PropertyNotImplementedError("stress needs a periodic structure with a non-zero cell volume")
+        requested = [keys.ENERGY, keys.ATOMIC_ENERGIES, keys.FORCES] + ([keys.STRESS] if want_stress else [])
+        result = self.potential.predict(self.atoms, properties=requested)[0]
+        self.results = {
+            "energy": result[keys.ENERGY],
+            "free_energy": result[keys.ENERGY],
+            "energies": np.asarray(result[keys.ATOMIC_ENERGIES]),
+            "forces": np.asarray(result[keys.FORCES]),
+        }
+        if want_stress:
+            self.results["stress"] = full_3x3_to_voigt_6_stress(np.asarray(result[keys.STRESS]))

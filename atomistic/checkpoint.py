@@ -1,0 +1,188 @@
+"""Self-describing checkpoints: ``manifest.json`` + ``weights.safetensors``. Never pickle.
+
+A checkpoint is a directory::
+
+    <name>/manifest.json        format version, architecture, species, cutoff, E0s, units,
+                                provenance, held-out metrics, code version
+    <name>/weights.safetensors  the state dict (tensors only)
+    <name>/MODEL_CARD.md        human-readable description (optional)
+
+Names without a path separator (``"default"``) resolve to ``checkpoints/<name>`` in the
+directory named by ``ATOMISTIC_CHECKPOINTS`` or, by default, the project's ``checkpoints/``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+FORMAT_VERSION = 1
+SUPPORTED_FORMAT_VERSIONS = (1,)
+MANIFEST = "manifest.json"
+WEIGHTS = "weights.safetensors"
+_PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".model", ".bin")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot or must not be loaded."""
+
+
+def checkpoints_dir() -> Path:
+    env = os.environ.get("ATOMISTIC_CHECKPOINTS")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "checkpoints"
+
+
+def resolve(name_or_path: str | os.PathLike) -> Path:
+    """A model name (``default``) or a path → the checkpoint directory."""
+    text = str(name_or_path)
+    path = Path(text)
+    if path.exists():
+        return path
+    if os.sep not in text and "/" not in text and not text.startswith("."):
+        candidate = checkpoints_dir() / text
+        if candidate.exists():
+            return candidate
+        available = sorted(p.name for p in checkpoints_dir().glob("*") if (p / MANIFEST).exists())
+        raise CheckpointError(f"no model named '{text}' in {checkpoints_dir()}; available: {available}")
+    raise CheckpointError(f"checkpoint '{text}' does not exist")
+
+
+def _looks_like_pickle(path: Path) -> bool:
+    if path.suffix.lower() in _PICKLE_SUFFIXES:
+        return True
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+    except OSError:
+        return False
+    return (len(head) == 2 and head[0] == 0x80 and head[1] <= 5) or zipfile.is_zipfile(path)
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    manifest_path = directory / MANIFEST
+    if not manifest_path.exists():
+        raise CheckpointError(f"'{directory}' has no {MANIFEST}; a checkpoint is a directory with {MANIFEST} and {WEIGHTS}")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{manifest_path} is not valid JSON: {err}") from None
+    version = manifest.get("format_version")
+    if version not in SUPPORTED_FORMAT_VERSIONS:
+        raise CheckpointError(
+            f"{manifest_path}: unknown checkpoint format_version {version!r}; this atomistic reads "
+            f"{list(SUPPORTED_FORMAT_VERSIONS)}"
+        )
+    for field in ("architecture", "species", "cutoff"):
+        if field not in manifest:
+            raise CheckpointError(f"{manifest_path}: missing field '{field}'")
+    return manifest
+
+
+def load_potential(
+    name_or_path: str | os.PathLike = "default",
+    device: str | torch.device = "cpu",
+    dtype: str | torch.dtype = torch.float64,
+    kernel: str | None = None,
+):
+    """Load a :class:`~atomistic.models.potential.Potential` from a checkpoint directory or name.
+
+    Refuses pickle files (``.pt``, ``.pth``, ...) and unknown format versions with a
+    :class:`CheckpointError` that says why.
+    """
+    from atomistic.kernels import DEFAULT_BACKEND
+    from atomistic.models.builders import build_potential
+
+    dtype = _as_dtype(dtype)
+    path = Path(name_or_path) if Path(str(name_or_path)).exists() else None
+    if path is not None and path.is_file():
+        if _looks_like_pickle(path):
+            raise CheckpointError(
+                f"refusing to load '{path}': it is a pickle (torch.save) file, and unpickling can run "
+                "arbitrary code. atomistic checkpoints are directories with manifest.json + "
+                "weights.safetensors; convert trusted weights with an explicit import step."
+            )
+        if path.name == MANIFEST:
+            path = path.parent
+        else:
+            raise CheckpointError(f"'{path}' is a file; pass the checkpoint directory that holds {MANIFEST}")
+    directory = resolve(name_or_path) if path is None else path
+    manifest = read_manifest(directory)
+    weights_path = directory / WEIGHTS
+    if not weights_path.exists():
+        pickles = [p.name for p in directory.iterdir() if p.suffix.lower() in _PICKLE_SUFFIXES]
+        hint = f" (found pickle file(s) {pickles}, which are refused)" if pickles else ""
+        raise CheckpointError(f"'{directory}' has no {WEIGHTS}{hint}")
+    potential = build_potential(
+        manifest["architecture"], kernel=kernel or DEFAULT_BACKEND, name=manifest.get("name", directory.name), dtype=dtype
+    )
+    state = load_file(str(weights_path))
+    missing, unexpected = potential.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{weights_path} does not match its architecture: missing {sorted(missing)[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]}"
+        )
+    potential.metadata.provenance = manifest.get("provenance", {})
+    potential.metadata.metrics = manifest.get("metrics", {})
+    potential.metadata.units = manifest.get("units", potential.metadata.units)
+    potential.eval()
+    for p in potential.parameters():
+        p.requires_grad_(False)
+    return potential.to(device=device, dtype=dtype)
+
+
+def save_checkpoint(
+    potential,
+    directory: str | os.PathLike,
+    *,
+    provenance: dict[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
+    weights_dtype: torch.dtype = torch.float32,
+) -> Path:
+    """Write ``manifest.json`` and ``weights.safetensors`` for ``potential`` into ``directory``."""
+    from atomistic import __version__
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {
+        k: (v.detach().to(weights_dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
+        for k, v in potential.state_dict().items()
+    }
+    save_file(state, str(directory / WEIGHTS))
+    head = potential.heads["energy"]
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "name": potential.metadata.name,
+        "architecture": potential.metadata.architecture,
+        "species": list(potential.atomic_numbers),
+        "cutoff": potential.cutoff,
+        "e0s": {str(z): float(e) for z, e in zip(potential.atomic_numbers, head.e0s.tolist(), strict=True)},
+        "scale": float(head.scale),
+        "shift": float(head.shift),
+        "units": potential.metadata.units,
+        "weights_dtype": str(weights_dtype).replace("torch.", ""),
+        "provenance": provenance if provenance is not None else potential.metadata.provenance,
+        "metrics": metrics if metrics is not None else potential.metadata.metrics,
+        "code_version": __version__,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    return directory
+
+
+def _as_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    table = {"float32": torch.float32, "float64": torch.float64, "float": torch.float32, "double": torch.float64}
+    if dtype not in table:
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+    return table[dtype]

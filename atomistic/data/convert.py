@@ -1,0 +1,392 @@
+"""Validate and canonicalise atomic structures.
+
+This module is the only place where input conventions are translated: every entry
+point (Python API, ASE calculator, CLI, server) turns whatever it was given into
+:class:`Structure` objects here.  A :class:`Structure` is plain numpy data in the
+project's units (Å, eV, eV/Å, eV/Å³ with ASE's stress sign).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ase import Atoms
+from ase.data import atomic_numbers as _SYMBOL_TO_Z
+from ase.data import chemical_symbols as _Z_TO_SYMBOL
+
+MAX_ATOMIC_NUMBER = 118
+MIN_INTERATOMIC_DISTANCE = 0.1  # Å; closer pairs are rejected as unphysical
+DEFAULT_MAX_ATOMS = 100_000
+_MIN_PERIODIC_VOLUME = 1e-6  # Å³ (Å² / Å for 2D / 1D periodicity)
+
+
+class StructureError(ValueError):
+    """A structure failed validation.
+
+    The message names the structure's position in its batch, the offending field and
+    the reason, e.g. ``structure 3: field 'positions': contains NaN or inf``.
+    """
+
+    def __init__(self, index: int | None, field: str, reason: str):
+        self.index = index
+        self.field = field
+        self.reason = reason
+        where = f"structure {index}" if index is not None else "structure"
+        super().__init__(f"{where}: field '{field}': {reason}")
+
+
+class UnsupportedFormatError(ValueError):
+    """A file or text whose format cannot be read."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Structure:
+    """One validated atomic system.
+
+    Attributes:
+        numbers: ``[n_atoms]`` int64 atomic numbers.
+        positions: ``[n_atoms, 3]`` float64 Cartesian positions, Å.
+        cell: ``[3, 3]`` float64 lattice vectors as rows, Å (zeros when not periodic).
+        pbc: ``[3]`` bool periodicity along each lattice vector.
+        labels: reference values carried along with the structure (``energy`` eV,
+            ``forces`` [n_atoms, 3] eV/Å, ``stress`` [3, 3] eV/Å³), if known.
+        info: free-form metadata (source file, group, name).
+    """
+
+    numbers: np.ndarray
+    positions: np.ndarray
+    cell: np.ndarray
+    pbc: np.ndarray
+    labels: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.numbers.shape[0])
+
+    @property
+    def is_periodic(self) -> bool:
+        return bool(self.pbc.any())
+
+    @property
+    def volume(self) -> float:
+        """|det(cell)| in Å³ (0 for a non-periodic structure without a cell)."""
+        return float(abs(np.linalg.det(self.cell)))
+
+    @property
+    def symbols(self) -> list[str]:
+        return [_Z_TO_SYMBOL[z] for z in self.numbers]
+
+    def to_ase(self) -> Atoms:
+        """An ASE ``Atoms`` with the same atoms, cell and periodicity (no calculator)."""
+        return Atoms(numbers=self.numbers, positions=self.positions, cell=self.cell, pbc=self.pbc)
+
+
+# --------------------------------------------------------------------------------------
+# validation
+# --------------------------------------------------------------------------------------
+
+
+def validate_structure(
+    structure: Structure,
+    index: int | None = None,
+    *,
+    supported_numbers: Iterable[int] | None = None,
+    max_atoms: int = DEFAULT_MAX_ATOMS,
+    min_distance: float = MIN_INTERATOMIC_DISTANCE,
+) -> Structure:
+    """Check a :class:`Structure` and return it, or raise :class:`StructureError`."""
+    numbers, positions, cell, pbc = structure.numbers, structure.positions, structure.cell, structure.pbc
+    if numbers.ndim != 1:
+        raise StructureError(index, "numbers", f"expected shape [n_atoms], got {list(numbers.shape)}")
+    n_atoms = numbers.shape[0]
+    if n_atoms == 0:
+        raise StructureError(index, "numbers", "structure has no atoms")
+    if n_atoms > max_atoms:
+        raise StructureError(index, "numbers", f"{n_atoms} atoms exceeds the limit of {max_atoms}")
+    bad = (numbers < 1) | (numbers > MAX_ATOMIC_NUMBER)
+    if bad.any():
+        raise StructureError(index, "numbers", f"unknown element with atomic number {int(numbers[bad][0])}")
+    if supported_numbers is not None:
+        supported = set(int(z) for z in supported_numbers)
+        missing = sorted(set(numbers.tolist()) - supported)
+        if missing:
+            names = ", ".join(_Z_TO_SYMBOL[z] for z in missing)
+            allowed = ", ".join(_Z_TO_SYMBOL[z] for z in sorted(supported))
+            raise StructureError(index, "numbers", f"element(s) {names} not supported by this model (supports {allowed})")
+    if positions.shape != (n_atoms, 3):
+        raise StructureError(index, "positions", f"expected shape [{n_atoms}, 3], got {list(positions.shape)}")
+    if not np.isfinite(positions).all():
+        raise StructureError(index, "positions", "contains NaN or inf")
+    if cell.shape != (3, 3):
+        raise StructureError(index, "cell", f"expected shape [3, 3], got {list(cell.shape)}")
+    if not np.isfinite(cell).all():
+        raise StructureError(index, "cell", "contains NaN or inf")
+    if pbc.shape != (3,):
+        raise StructureError(index, "pbc", f"expected 3 booleans, got shape {list(pbc.shape)}")
+    if pbc.any():
+        periodic_vectors = cell[pbc]
+        gram = periodic_vectors @ periodic_vectors.T
+        measure = float(np.sqrt(max(np.linalg.det(gram), 0.0)))
+        if measure < _MIN_PERIODIC_VOLUME:
+            raise StructureError(
+                index, "cell", "lattice vectors along the periodic directions are singular (zero volume)"
+            )
+    for key, value in structure.labels.items():
+        arr = np.asarray(value, dtype=float)
+        if not np.isfinite(arr).all():
+            raise StructureError(index, key, "label contains NaN or inf")
+    _check_min_distance(structure, index, min_distance)
+    return structure
+
+
+def _check_min_distance(structure: Structure, index: int | None, min_distance: float) -> None:
+    from atomistic.data.neighbors import neighbor_list
+
+    centre, neighbour, _, distances = neighbor_list(
+        structure.positions, structure.cell, structure.pbc, cutoff=min_distance, with_distances=True
+    )
+    if distances.size:
+        k = int(np.argmin(distances))
+        i, j = int(centre[k]), int(neighbour[k])
+        what = f"atoms {i} and {j}" if i != j else f"atom {i} and its periodic image"
+        raise StructureError(
+            index, "positions", f"{what} are {distances[k]:.4f} Å apart (minimum {min_distance} Å)"
+        )
+
+
+# --------------------------------------------------------------------------------------
+# conversion from the accepted input types
+# --------------------------------------------------------------------------------------
+
+
+def _structure_from_ase(atoms: Atoms, index: int | None) -> Structure:
+    labels: dict[str, Any] = {}
+    calc = atoms.calc
+    results = dict(getattr(calc, "results", {}) or {})
+    if "energy" in results:
+        labels["energy"] = float(results["energy"])
+    elif "energy" in atoms.info:
+        labels["energy"] = float(atoms.info["energy"])
+    if "forces" in results:
+        labels["forces"] = np.asarray(results["forces"], dtype=np.float64)
+    elif "forces" in atoms.arrays:
+        labels["forces"] = np.asarray(atoms.arrays["forces"], dtype=np.float64)
+    stress = results.get("stress", atoms.info.get("stress"))
+    if stress is not None:
+        labels["stress"] = _stress_to_matrix(np.asarray(stress, dtype=np.float64), index)
+    info = {k: v for k, v in atoms.info.items() if isinstance(v, str | int | float)}
+    return Structure(
+        numbers=np.asarray(atoms.numbers, dtype=np.int64).copy(),
+        positions=np.asarray(atoms.positions, dtype=np.float64).copy(),
+        cell=np.asarray(atoms.cell.array, dtype=np.float64).copy(),
+        pbc=np.asarray(atoms.pbc, dtype=bool).copy(),
+        labels=labels,
+        info=info,
+    )
+
+
+def _stress_to_matrix(stress: np.ndarray, index: int | None) -> np.ndarray:
+    """ASE Voigt order (xx, yy, zz, yz, xz, xy) or a 3x3 matrix → [3, 3]."""
+    if stress.shape == (3, 3):
+        return stress
+    if stress.shape == (6,):
+        xx, yy, zz, yz, xz, xy = stress
+        return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+    if stress.shape == (9,):
+        return stress.reshape(3, 3)
+    raise StructureError(index, "stress", f"expected 6 Voigt components or 3x3, got shape {list(stress.shape)}")
+
+
+def _structure_from_pymatgen(obj: Any, index: int | None) -> Structure:
+    from pymatgen.core import Molecule
+    from pymatgen.core import Structure as PmgStructure
+
+    if not obj.is_ordered:
+        raise StructureError(index, "sites", "disordered (partial-occupancy) sites are not supported")
+    numbers = np.array([site.specie.Z for site in obj], dtype=np.int64)
+    positions = np.array(obj.cart_coords, dtype=np.float64).reshape(-1, 3)
+    if isinstance(obj, PmgStructure):
+        cell = np.array(obj.lattice.matrix, dtype=np.float64)
+        pbc = np.array(getattr(obj.lattice, "pbc", (True, True, True)), dtype=bool)
+    elif isinstance(obj, Molecule):
+        cell = np.zeros((3, 3))
+        pbc = np.zeros(3, dtype=bool)
+    else:  # pragma: no cover - guarded by the caller
+        raise StructureError(index, "structure", f"unsupported pymatgen type {type(obj).__name__}")
+    return Structure(numbers=numbers, positions=positions, cell=cell, pbc=pbc)
+
+
+def _structure_from_dict(data: Mapping[str, Any], index: int | None) -> Structure:
+    if "@class" in data and data.get("@module", "").startswith("pymatgen"):
+        from monty.json import MontyDecoder
+
+        return _structure_from_pymatgen(MontyDecoder().process_decoded(dict(data)), index)
+    if "numbers" in data and data["numbers"] is not None:
+        try:
+            numbers = np.asarray(data["numbers"])
+        except Exception as err:  # ragged lists
+            raise StructureError(index, "numbers", f"not an array of integers ({err})") from None
+        if numbers.dtype.kind not in "iu" and not (
+            numbers.dtype.kind == "f" and np.all(np.mod(numbers, 1) == 0)
+        ):
+            raise StructureError(index, "numbers", "atomic numbers must be integers")
+        numbers = numbers.astype(np.int64)
+    elif "symbols" in data and data["symbols"] is not None:
+        symbols = data["symbols"]
+        if isinstance(symbols, str):
+            raise StructureError(index, "symbols", "expected a list of element symbols, got a string")
+        unknown = [s for s in symbols if s not in _SYMBOL_TO_Z or s == "X"]
+        if unknown:
+            raise StructureError(index, "symbols", f"unknown element symbol '{unknown[0]}'")
+        numbers = np.array([_SYMBOL_TO_Z[s] for s in symbols], dtype=np.int64)
+    else:
+        raise StructureError(index, "numbers", "either 'numbers' or 'symbols' is required")
+    if "positions" not in data:
+        raise StructureError(index, "positions", "field is required")
+    positions = _float_array(data["positions"], index, "positions")
+    pbc_value = data.get("pbc", False)
+    pbc = np.array(pbc_value, dtype=bool)
+    if pbc.shape == ():
+        pbc = np.repeat(pbc, 3)
+    cell_value = data.get("cell")
+    if cell_value is None:
+        if pbc.any():
+            raise StructureError(index, "cell", "a cell is required when pbc is set")
+        cell = np.zeros((3, 3))
+    else:
+        cell = _float_array(cell_value, index, "cell")
+        if cell.shape == (3,):
+            cell = np.diag(cell)
+    return Structure(numbers=numbers, positions=positions, cell=cell, pbc=pbc)
+
+
+def _float_array(value: Any, index: int | None, field: str) -> np.ndarray:
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise StructureError(index, field, f"not an array of numbers ({err})") from None
+
+
+def as_structure(obj: Any, index: int | None = None) -> Structure:
+    """Convert one supported object into an (unvalidated) :class:`Structure`."""
+    if isinstance(obj, Structure):
+        return obj
+    if isinstance(obj, Atoms):
+        return _structure_from_ase(obj, index)
+    module = type(obj).__module__
+    if module.startswith("pymatgen"):
+        return _structure_from_pymatgen(obj, index)
+    if isinstance(obj, Mapping):
+        return _structure_from_dict(obj, index)
+    raise StructureError(
+        index,
+        "structure",
+        f"unsupported input type {type(obj).__name__}; expected ase.Atoms, pymatgen Structure/Molecule, "
+        "a dict with numbers|symbols/positions/cell/pbc, or a file path",
+    )
+
+
+def to_structures(
+    inputs: Any,
+    *,
+    supported_numbers: Iterable[int] | None = None,
+    max_atoms: int = DEFAULT_MAX_ATOMS,
+) -> list[Structure]:
+    """Convert and validate one input or a sequence of inputs.
+
+    Accepts ``ase.Atoms``, pymatgen ``Structure``/``Molecule``, dicts with
+    ``numbers|symbols``, ``positions``, ``cell``, ``pbc``, :class:`Structure`, and paths to
+    files (extxyz, xyz, CIF, POSCAR, mlearn JSON); a file may hold many structures.
+    Raises :class:`StructureError` naming the index of the first bad structure.
+    """
+    items = _as_list(inputs)
+    structures: list[Structure] = []
+    for item in items:
+        if isinstance(item, str | os.PathLike):
+            structures.extend(read_structures(item))
+        else:
+            structures.append(as_structure(item, len(structures)))
+    supported = None if supported_numbers is None else tuple(supported_numbers)
+    return [
+        validate_structure(s, i, supported_numbers=supported, max_atoms=max_atoms)
+        for i, s in enumerate(structures)
+    ]
+
+
+def _as_list(inputs: Any) -> list[Any]:
+    if isinstance(inputs, Atoms | Structure | Mapping | str | os.PathLike):
+        return [inputs]
+    if type(inputs).__module__.startswith("pymatgen"):
+        return [inputs]
+    if isinstance(inputs, Sequence | Iterable):
+        return list(inputs)
+    return [inputs]
+
+
+# --------------------------------------------------------------------------------------
+# files and text
+# --------------------------------------------------------------------------------------
+
+_ASE_FORMATS = {"extxyz": "extxyz", "xyz": "extxyz", "cif": "cif", "poscar": "vasp", "vasp": "vasp"}
+
+
+def guess_format(path: str | os.PathLike) -> str:
+    """File format from the name: extxyz, xyz, cif, poscar or mlearn-json."""
+    name = Path(path).name.lower()
+    if name.endswith((".extxyz", ".xyz")):
+        return "extxyz"
+    if name.endswith(".cif"):
+        return "cif"
+    if name.endswith(".json"):
+        return "mlearn-json"
+    if name.startswith(("poscar", "contcar")) or name.endswith((".vasp", ".poscar")):
+        return "poscar"
+    raise UnsupportedFormatError(
+        f"cannot tell the format of '{path}' from its name; use .extxyz/.xyz, .cif, .json (mlearn), "
+        "POSCAR/CONTCAR/.vasp, or pass format="
+    )
+
+
+def read_structures(path: str | os.PathLike, format: str | None = None) -> list[Structure]:
+    """Read every structure of a file, with any labels it holds (unvalidated)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such structure file: '{path}'")
+    fmt = (format or guess_format(path)).lower()
+    if fmt in ("mlearn-json", "mlearn", "json"):
+        from atomistic.data.datasets import read_mlearn_json
+
+        return read_mlearn_json(path)
+    return parse_structures(path.read_text(), fmt, source=str(path))
+
+
+def parse_structures(text: str, format: str, source: str = "<text>") -> list[Structure]:
+    """Parse structures from the text of a file in ``format`` (extxyz, xyz, cif, poscar, mlearn-json)."""
+    import ase.io
+
+    fmt = format.lower()
+    if fmt in ("mlearn-json", "mlearn", "json"):
+        import json
+
+        from atomistic.data.datasets import structures_from_mlearn_records
+
+        return structures_from_mlearn_records(json.loads(text), source=source)
+    if fmt not in _ASE_FORMATS:
+        raise UnsupportedFormatError(f"unsupported structure format '{format}'; expected one of {sorted(_ASE_FORMATS)} or mlearn-json")
+    try:
+        frames = ase.io.read(io.StringIO(text), index=":", format=_ASE_FORMATS[fmt])
+    except Exception as err:
+        raise UnsupportedFormatError(f"could not parse {source} as {fmt}: {err}") from None
+    if isinstance(frames, Atoms):
+        frames = [frames]
+    structures = []
+    for i, atoms in enumerate(frames):
+        s = _structure_from_ase(atoms, i)
+        structures.append(dataclasses.replace(s, info={**s.info, "source": source, "frame": i}))
+    return structures

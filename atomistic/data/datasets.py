@@ -1,0 +1,70 @@
+"""Readers for labelled training and benchmark data.
+
+The mlearn benchmark (Zuo et al., J. Phys. Chem. A 124, 731 (2020)) stores a JSON list of
+records ``{structure: pymatgen dict, outputs: {energy, forces, virial_stress}, group, ...}``
+with total energies in eV, forces in eV/Å and ``virial_stress`` in kbar in VASP's order
+(xx, yy, zz, xy, yz, xz) and VASP's sign (compressed cells are positive).  Here stress is
+converted to eV/Å³ with ASE's sign (compressed cells are negative).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from atomistic.data.convert import Structure, StructureError, as_structure, read_structures
+from atomistic.units import KBAR_TO_EV_PER_ANG3
+
+
+def mlearn_virial_to_stress(virial_stress_kbar: Sequence[float]) -> np.ndarray:
+    """mlearn/VASP ``virial_stress`` (kbar; xx, yy, zz, xy, yz, xz) → ASE stress [3, 3] eV/Å³."""
+    xx, yy, zz, xy, yz, xz = (float(v) for v in virial_stress_kbar)
+    vasp = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+    return -vasp * KBAR_TO_EV_PER_ANG3
+
+
+def structures_from_mlearn_records(records: list[dict[str, Any]], source: str = "<mlearn>") -> list[Structure]:
+    if not isinstance(records, list):
+        raise StructureError(None, "records", "mlearn JSON must be a list of records")
+    structures = []
+    for i, record in enumerate(records):
+        if "structure" not in record:
+            raise StructureError(i, "structure", "mlearn record has no 'structure'")
+        base = as_structure(record["structure"], i)
+        outputs = record.get("outputs", {}) or {}
+        labels: dict[str, Any] = {}
+        if outputs.get("energy") is not None:
+            labels["energy"] = float(outputs["energy"])
+        if outputs.get("forces") is not None:
+            labels["forces"] = np.asarray(outputs["forces"], dtype=np.float64).reshape(-1, 3)
+        if outputs.get("virial_stress") is not None:
+            labels["stress"] = mlearn_virial_to_stress(outputs["virial_stress"])
+        info = {"source": source, "frame": i}
+        for key in ("group", "tag", "description"):
+            if isinstance(record.get(key), str):
+                info[key] = record[key]
+        structures.append(dataclasses.replace(base, labels=labels, info=info))
+    return structures
+
+
+def read_mlearn_json(path: str | os.PathLike) -> list[Structure]:
+    """Read an mlearn ``training.json``/``test.json`` file into labelled structures."""
+    with open(path) as fh:
+        records = json.load(fh)
+    return structures_from_mlearn_records(records, source=str(path))
+
+
+def read_labelled(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Structure]:
+    """Read labelled structures from one or more extxyz / mlearn JSON files."""
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    structures: list[Structure] = []
+    for path in paths:
+        structures.extend(read_structures(Path(path)))
+    return structures

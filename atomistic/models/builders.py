@@ -1,0 +1,87 @@
+"""Typed builders: an architecture config (a plain dict in a checkpoint manifest) maps 1:1
+onto builder arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from atomistic.kernels import DEFAULT_BACKEND
+from atomistic.models.encoders.mace import MACEConfig, MACEEncoder
+from atomistic.models.heads.energy import EnergyHead
+from atomistic.models.potential import Potential, PotentialMetadata
+
+ENCODERS: dict[str, tuple[type, Callable[..., torch.nn.Module]]] = {
+    "mace": (MACEConfig, MACEEncoder),
+}
+
+
+def build_encoder(name: str, config: dict[str, Any], kernel: str = DEFAULT_BACKEND) -> torch.nn.Module:
+    if name not in ENCODERS:
+        raise ValueError(f"unknown encoder '{name}'; available: {sorted(ENCODERS)}")
+    config_cls, encoder_cls = ENCODERS[name]
+    try:
+        typed = config_cls(**config)
+    except TypeError as err:
+        raise ValueError(f"invalid {name} encoder config: {err}") from None
+    return encoder_cls(typed, kernel=kernel)
+
+
+def build_energy_head(encoder: torch.nn.Module, e0s=None, scale: float = 1.0, shift: float = 0.0, mlp_hidden: int = 16) -> EnergyHead:
+    return EnergyHead(
+        encoder.irreps_out,
+        num_layers=encoder.num_layers,
+        num_species=len(encoder.config.species),
+        e0s=e0s,
+        scale=scale,
+        shift=shift,
+        mlp_hidden=mlp_hidden,
+    )
+
+
+HEADS: dict[str, Callable[..., torch.nn.Module]] = {"energy": build_energy_head}
+
+
+def build_potential(
+    architecture: dict[str, Any],
+    *,
+    kernel: str = DEFAULT_BACKEND,
+    name: str = "unnamed",
+    dtype: torch.dtype = torch.float64,
+) -> Potential:
+    """Build a freshly initialised :class:`Potential` from an architecture dict::
+
+        {"encoder": {"name": "mace", "config": {...MACEConfig fields...}},
+         "heads": {"energy": {"mlp_hidden": 16}}}
+    """
+    encoder_spec = architecture["encoder"]
+    with _default_dtype(dtype):
+        encoder = build_encoder(encoder_spec["name"], dict(encoder_spec["config"]), kernel=kernel)
+        heads = {}
+        for head_name, head_config in architecture.get("heads", {"energy": {}}).items():
+            if head_name not in HEADS:
+                raise ValueError(f"unknown head '{head_name}'; available: {sorted(HEADS)}")
+            heads[head_name] = HEADS[head_name](encoder, **head_config)
+    metadata = PotentialMetadata(name=name, architecture=architecture, kernel=kernel)
+    return Potential(encoder, heads, metadata).to(dtype)
+
+
+def mace_architecture(config: MACEConfig, energy_mlp_hidden: int = 16) -> dict[str, Any]:
+    return {
+        "encoder": {"name": "mace", "config": config.to_dict()},
+        "heads": {"energy": {"mlp_hidden": energy_mlp_hidden}},
+    }
+
+
+class _default_dtype:
+    def __init__(self, dtype: torch.dtype):
+        self.dtype = dtype
+
+    def __enter__(self):
+        self.previous = torch.get_default_dtype()
+        torch.set_default_dtype(self.dtype)
+
+    def __exit__(self, *exc):
+        torch.set_default_dtype(self.previous)

@@ -1,0 +1,172 @@
+"""MACE-class encoder: Bessel radial basis, spherical harmonics, channel-wise tensor-product
+interactions and a product basis of correlation order 1–3, with residual updates.
+
+The encoder writes node features only; energies, derivatives and tensors are the heads' job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from e3nn import o3
+
+from atomistic import keys
+from atomistic.data.graph import AtomicGraph
+from atomistic.nn.geometry import edge_vectors
+from atomistic.nn.interaction import Interaction
+from atomistic.nn.product_basis import ProductBasis
+from atomistic.nn.radial import RadialEmbedding
+
+
+@dataclasses.dataclass(frozen=True)
+class MACEConfig:
+    """Every hyperparameter of the MACE-class encoder.
+
+    Attributes:
+        species: atomic numbers the model supports, in species-index order.
+        cutoff: radial cutoff, Å.
+        num_bessel: number of Bessel radial functions.
+        envelope_exponent: exponent ``p`` of the polynomial cutoff envelope.
+        max_ell: highest degree of the edge spherical harmonics (0–3).
+        channels: multiplicity ``C`` of every irrep of the node features.
+        hidden_lmax: highest degree of the node features (≤ ``max_ell``).
+        num_layers: number of interaction layers (1–4).
+        correlation: body order of the product basis (1–3).
+        radial_hidden: hidden widths of the radial MLP.
+        avg_num_neighbors: average number of neighbours within the cutoff (normalises sums).
+    """
+
+    species: tuple[int, ...]
+    cutoff: float = 5.0
+    num_bessel: int = 8
+    envelope_exponent: int = 6
+    max_ell: int = 3
+    channels: int = 32
+    hidden_lmax: int = 1
+    num_layers: int = 2
+    correlation: int = 3
+    radial_hidden: tuple[int, ...] = (64, 64, 64)
+    avg_num_neighbors: float = 1.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "species", tuple(int(z) for z in self.species))
+        object.__setattr__(self, "radial_hidden", tuple(int(w) for w in self.radial_hidden))
+        checks = [
+            (len(self.species) >= 1, "species", "at least one species is required"),
+            (self.cutoff > 0, "cutoff", "must be positive (Å)"),
+            (self.num_bessel >= 1, "num_bessel", "must be >= 1"),
+            (self.envelope_exponent >= 2, "envelope_exponent", "must be >= 2"),
+            (0 <= self.max_ell <= 3, "max_ell", "must be between 0 and 3"),
+            (self.channels >= 1, "channels", "must be >= 1"),
+            (0 <= self.hidden_lmax <= self.max_ell, "hidden_lmax", "must be between 0 and max_ell"),
+            (1 <= self.num_layers <= 4, "num_layers", "must be between 1 and 4"),
+            (1 <= self.correlation <= 3, "correlation", "must be between 1 and 3"),
+            (self.avg_num_neighbors > 0, "avg_num_neighbors", "must be positive"),
+        ]
+        for ok, field, reason in checks:
+            if not ok:
+                raise ValueError(f"MACEConfig.{field}={getattr(self, field)!r}: {reason}")
+
+    @property
+    def irreps_edge(self) -> o3.Irreps:
+        return o3.Irreps.spherical_harmonics(self.max_ell)
+
+    @property
+    def irreps_hidden(self) -> o3.Irreps:
+        return o3.Irreps([(self.channels, (l, (-1) ** l)) for l in range(self.hidden_lmax + 1)])
+
+    @property
+    def irreps_atomic_basis(self) -> o3.Irreps:
+        return o3.Irreps([(self.channels, (l, (-1) ** l)) for l in range(self.max_ell + 1)])
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["species"] = list(self.species)
+        d["radial_hidden"] = list(self.radial_hidden)
+        return d
+
+
+class MACELayer(torch.nn.Module):
+    """Interaction → product basis → (+ species-wise residual)."""
+
+    def __init__(
+        self, config: MACEConfig, irreps_in: o3.Irreps, residual: bool, kernel: str, radial_variance: float
+    ):
+        super().__init__()
+        num_species = len(config.species)
+        self.irreps_in = o3.Irreps(irreps_in)
+        self.irreps_out = config.irreps_hidden
+        self.interaction = Interaction(
+            self.irreps_in,
+            config.irreps_edge,
+            config.irreps_atomic_basis,
+            num_radial=config.num_bessel,
+            radial_hidden=config.radial_hidden,
+            avg_num_neighbors=config.avg_num_neighbors,
+            kernel=kernel,
+            radial_variance=radial_variance,
+        )
+        self.product = ProductBasis(config.irreps_atomic_basis, self.irreps_out, config.correlation, num_species)
+        self.residual = (
+            o3.FullyConnectedTensorProduct(self.irreps_in, o3.Irreps(f"{num_species}x0e"), self.irreps_out)
+            if residual
+            else None
+        )
+
+    def forward(self, node_features, species_onehot, species, edge_attrs, edge_radial, centre, neighbour):
+        atomic_basis = self.interaction(node_features, edge_attrs, edge_radial, centre, neighbour)
+        updated = self.product(atomic_basis, species)
+        if self.residual is not None:
+            updated = updated + self.residual(node_features, species_onehot)
+        return updated
+
+
+class MACEEncoder(torch.nn.Module):
+    """Writes ``node_features [n_atoms, irreps_out.dim]`` and
+    ``node_features_per_layer [n_atoms, num_layers, irreps_out.dim]``.
+
+    The first layer has no residual (so an atom without neighbours has zero features after
+    every layer); later layers add a species-wise linear map of their input.
+    """
+
+    name = "mace"
+
+    def __init__(self, config: MACEConfig, kernel: str = "reference"):
+        super().__init__()
+        self.config = config
+        self.kernel = kernel
+        self.num_species = len(config.species)
+        self.cutoff = config.cutoff
+        self.irreps_out = config.irreps_hidden
+        self.num_layers = config.num_layers
+        irreps_embedding = o3.Irreps(f"{config.channels}x0e")
+        self.embedding = o3.Linear(o3.Irreps(f"{self.num_species}x0e"), irreps_embedding)
+        self.radial = RadialEmbedding(config.cutoff, config.num_bessel, config.envelope_exponent)
+        self.spherical_harmonics = o3.SphericalHarmonics(config.irreps_edge, normalize=True, normalization="component")
+        radial_variance = self.radial.mean_square()
+        layers = []
+        irreps_in = irreps_embedding
+        for i in range(config.num_layers):
+            layers.append(MACELayer(config, irreps_in, residual=i > 0, kernel=kernel, radial_variance=radial_variance))
+            irreps_in = layers[-1].irreps_out
+        self.layers = torch.nn.ModuleList(layers)
+
+    def forward(self, graph: AtomicGraph) -> dict[str, torch.Tensor]:
+        centre, neighbour = graph[keys.EDGE_INDEX][0], graph[keys.EDGE_INDEX][1]
+        vectors = edge_vectors(graph)
+        lengths = torch.linalg.vector_norm(vectors, dim=-1)
+        edge_attrs = self.spherical_harmonics(vectors)
+        edge_radial = self.radial(lengths)
+        species = graph[keys.SPECIES_INDEX]
+        species_onehot = torch.nn.functional.one_hot(species, self.num_species).to(vectors.dtype)
+        h = self.embedding(species_onehot)
+        per_layer = []
+        for layer in self.layers:
+            h = layer(h, species_onehot, species, edge_attrs, edge_radial, centre, neighbour)
+            per_layer.append(h)
+        return {
+            keys.NODE_FEATURES: h,
+            keys.NODE_FEATURES_PER_LAYER: torch.stack(per_layer, dim=1),
+        }

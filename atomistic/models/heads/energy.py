@@ -1,0 +1,77 @@
+"""Energy head: per-atom readout of the invariant node features, per-element reference
+energies E0, scale and shift."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from e3nn import o3
+
+from atomistic import keys
+from atomistic.data.graph import AtomicGraph
+
+
+class EnergyHead(torch.nn.Module):
+    """``E_i = E0[z_i] + shift + scale · ε_i`` and ``E = Σ_i E_i`` per system.
+
+    ``ε_i`` is a linear readout of the scalar (``0e``) features of every encoder layer plus a
+    small MLP on the last layer's scalars; neither has biases, so an atom without
+    neighbours (zero features) has ``E_i = E0[z_i] + shift``.
+
+    Reads: ``node_features_per_layer [n_atoms, n_layers, irreps_in.dim]``.
+    Writes: ``energies [n_atoms]`` eV, ``energy [n_systems]`` eV.
+    """
+
+    name = "energy"
+    requires = (keys.NODE_FEATURES_PER_LAYER,)
+
+    def __init__(
+        self,
+        irreps_in: o3.Irreps,
+        num_layers: int,
+        num_species: int,
+        e0s: Sequence[float] | None = None,
+        scale: float = 1.0,
+        shift: float = 0.0,
+        mlp_hidden: int = 16,
+    ):
+        super().__init__()
+        self.irreps_in = o3.Irreps(irreps_in)
+        self.num_layers = int(num_layers)
+        self.mlp_hidden = int(mlp_hidden)
+        scalar_slices = [sl for (mul, ir), sl in zip(self.irreps_in, self.irreps_in.slices(), strict=True) if ir == o3.Irrep("0e")]
+        if not scalar_slices:
+            raise ValueError(f"EnergyHead needs scalar (0e) node features, got {self.irreps_in}")
+        self.register_buffer(
+            "scalar_index", torch.cat([torch.arange(sl.start, sl.stop) for sl in scalar_slices]), persistent=False
+        )
+        num_scalars = int(self.scalar_index.numel())
+        self.linear_readout = torch.nn.Linear(num_scalars * self.num_layers, 1, bias=False)
+        torch.nn.init.normal_(self.linear_readout.weight, std=(num_scalars * self.num_layers) ** -0.5)
+        self.mlp_readout = torch.nn.Sequential(
+            torch.nn.Linear(num_scalars, self.mlp_hidden, bias=False),
+            torch.nn.SiLU(),
+            torch.nn.Linear(self.mlp_hidden, 1, bias=False),
+        )
+        e0s = torch.zeros(num_species) if e0s is None else torch.as_tensor(list(e0s), dtype=torch.float64)
+        if e0s.shape != (num_species,):
+            raise ValueError(f"e0s needs one value per species ({num_species}), got {tuple(e0s.shape)}")
+        self.register_buffer("e0s", e0s.to(torch.get_default_dtype()))
+        self.register_buffer("scale", torch.tensor(float(scale)))
+        self.register_buffer("shift", torch.tensor(float(shift)))
+
+    def config(self) -> dict[str, Any]:
+        return {"mlp_hidden": self.mlp_hidden}
+
+    def forward(self, graph: AtomicGraph, outputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        features = outputs[keys.NODE_FEATURES_PER_LAYER]  # [n_atoms, n_layers, dim]
+        scalars = features[:, :, self.scalar_index]  # [n_atoms, n_layers, n_scalars]
+        readout = self.linear_readout(scalars.reshape(scalars.shape[0], -1)) + self.mlp_readout(scalars[:, -1])
+        species = graph[keys.SPECIES_INDEX]
+        atomic_energies = self.e0s[species] + self.shift + self.scale * readout.squeeze(-1)
+        n_systems = graph[keys.N_ATOMS].shape[0]
+        energy = torch.zeros(n_systems, dtype=atomic_energies.dtype, device=atomic_energies.device)
+        energy = energy.index_add(0, graph[keys.SYSTEM_IDX], atomic_energies)
+        return {keys.ATOMIC_ENERGIES: atomic_energies, keys.ENERGY: energy}

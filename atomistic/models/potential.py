@@ -1,0 +1,136 @@
+"""``Potential`` = encoder + heads + metadata: the one object every entry point calls."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from atomistic import keys
+from atomistic.data.convert import DEFAULT_MAX_ATOMS, to_structures
+from atomistic.data.graph import AtomicGraph, SpeciesMap, batches_by_atoms, build_graph, split_results
+from atomistic.models.heads.forces import attach_strain, energy_derivatives
+
+
+@dataclasses.dataclass
+class PotentialMetadata:
+    """What a checkpoint says about a model besides its weights."""
+
+    name: str = "unnamed"
+    architecture: dict[str, Any] = dataclasses.field(default_factory=dict)
+    units: dict[str, str] = dataclasses.field(
+        default_factory=lambda: {"energy": "eV", "forces": "eV/Å", "stress": "eV/Å^3", "length": "Å"}
+    )
+    provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
+    kernel: str = "reference"
+
+
+class Potential(torch.nn.Module):
+    """An encoder writing node features and heads reading them.
+
+    ``forward(graph)`` returns ``energy [n_systems]`` eV, ``energies [n_atoms]`` eV, and on
+    request ``forces [n_atoms, 3]`` eV/Å and ``stress``/``virial`` ``[n_systems, 3, 3]``.
+    """
+
+    def __init__(self, encoder: torch.nn.Module, heads: dict[str, torch.nn.Module], metadata: PotentialMetadata):
+        super().__init__()
+        self.encoder = encoder
+        self.heads = torch.nn.ModuleDict(heads)
+        self.metadata = metadata
+        self.species = SpeciesMap(encoder.config.species)
+        self.cutoff = float(encoder.cutoff)
+        for name, head in self.heads.items():
+            for key in getattr(head, "requires", ()):
+                if key not in (keys.NODE_FEATURES, keys.NODE_FEATURES_PER_LAYER):
+                    raise ValueError(f"head '{name}' requires '{key}', which the encoder does not write")
+            if hasattr(head, "irreps_in") and head.irreps_in != encoder.irreps_out:
+                raise ValueError(f"head '{name}' expects {head.irreps_in}, encoder writes {encoder.irreps_out}")
+
+    @property
+    def atomic_numbers(self) -> tuple[int, ...]:
+        return self.species.atomic_numbers
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def reference_energy(self, atomic_number: int) -> float:
+        """Energy of an isolated atom of this element (E0 + shift), eV."""
+        head = self.heads["energy"]
+        index = int(self.species.index(np.array([atomic_number]))[0])
+        return float(head.e0s[index] + head.shift)
+
+    def forward(
+        self,
+        graph: AtomicGraph,
+        compute_forces: bool = True,
+        compute_stress: bool = False,
+        training: bool = False,
+    ) -> dict[str, torch.Tensor]:
+        with torch.set_grad_enabled(training or compute_forces or compute_stress or torch.is_grad_enabled()):
+            graph, strain = attach_strain(graph, compute_forces, compute_stress)
+            outputs = dict(self.encoder(graph))
+            for head in self.heads.values():
+                outputs.update(head(graph, outputs))
+            results = {k: v for k, v in outputs.items() if k in (keys.ENERGY, keys.ATOMIC_ENERGIES)}
+            results.update(
+                energy_derivatives(
+                    outputs[keys.ENERGY], graph, strain, compute_forces, compute_stress, create_graph=training
+                )
+            )
+        if not training:
+            results = {k: v.detach() for k, v in results.items()}
+        return results
+
+    def predict(
+        self,
+        structures: Any,
+        properties: Sequence[str] = (keys.ENERGY, keys.FORCES, keys.STRESS),
+        *,
+        max_atoms_per_batch: int = 4096,
+        max_atoms: int = DEFAULT_MAX_ATOMS,
+    ) -> list[dict[str, np.ndarray | float]]:
+        """Energies (eV), per-atom energies (eV), forces (eV/Å) and stress (eV/Å³, 3x3) per structure.
+
+        ``structures`` may be any input that :func:`atomistic.data.to_structures` accepts
+        (one or many).  Stress is omitted for structures without a cell volume.
+        """
+        unknown = set(properties) - set(keys.PROPERTIES)
+        if unknown:
+            raise ValueError(f"unknown properties {sorted(unknown)}; choose from {list(keys.PROPERTIES)}")
+        validated = to_structures(structures, supported_numbers=self.atomic_numbers, max_atoms=max_atoms)
+        results: list[dict[str, Any]] = [None] * len(validated)  # type: ignore[list-item]
+        for indices in batches_by_atoms(validated, max_atoms_per_batch):
+            batch = [validated[i] for i in indices]
+            graph = build_graph(batch, self.cutoff, self.species, dtype=self.dtype, device=self.device)
+            outputs = self(
+                graph,
+                compute_forces=keys.FORCES in properties,
+                compute_stress=keys.STRESS in properties,
+            )
+            for i, per_system in zip(indices, split_results(outputs, graph), strict=True):
+                results[i] = _select(per_system, properties)
+        return results
+
+
+def _select(per_system: dict[str, np.ndarray], properties: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in properties:
+        if key not in per_system:
+            continue
+        value = per_system[key]
+        if key == keys.ENERGY:
+            out[key] = float(value)
+        elif key == keys.STRESS and not np.isfinite(value).all():
+            continue  # no volume: stress undefined
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,76 @@
+"""Radial basis functions and smooth cutoff envelopes."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class BesselBasis(torch.nn.Module):
+    """``sqrt(2/r_c) sin(n π r / r_c) / r`` for ``n = 1 .. num_basis``.
+
+    Forward: ``r [n_edges]`` Å → ``[n_edges, num_basis]``.
+    """
+
+    def __init__(self, cutoff: float, num_basis: int = 8, trainable: bool = False):
+        super().__init__()
+        self.cutoff = float(cutoff)
+        self.num_basis = int(num_basis)
+        frequencies = math.pi / self.cutoff * torch.arange(1, num_basis + 1, dtype=torch.get_default_dtype())
+        if trainable:
+            self.frequencies = torch.nn.Parameter(frequencies)
+        else:
+            self.register_buffer("frequencies", frequencies)
+        self.prefactor = math.sqrt(2.0 / self.cutoff)
+
+    def forward(self, r: torch.Tensor) -> torch.Tensor:
+        r = r.unsqueeze(-1)
+        return self.prefactor * torch.sin(self.frequencies * r) / r
+
+
+class PolynomialCutoff(torch.nn.Module):
+    """Smooth envelope ``f(x)``, ``x = r / r_c``, with ``f(1) = f'(1) = f''(1) = 0`` and
+    ``f = 0`` beyond the cutoff (Klicpera et al., DimeNet; exponent ``p``).
+
+    Forward: ``r [n_edges]`` Å → ``[n_edges]``.
+    """
+
+    def __init__(self, cutoff: float, exponent: int = 6):
+        super().__init__()
+        self.cutoff = float(cutoff)
+        self.exponent = int(exponent)
+
+    def forward(self, r: torch.Tensor) -> torch.Tensor:
+        p = self.exponent
+        x = r / self.cutoff
+        envelope = (
+            1.0
+            - (p + 1.0) * (p + 2.0) / 2.0 * x**p
+            + p * (p + 2.0) * x ** (p + 1)
+            - p * (p + 1.0) / 2.0 * x ** (p + 2)
+        )
+        return envelope * (x < 1.0)
+
+
+class RadialEmbedding(torch.nn.Module):
+    """Bessel basis times the cutoff envelope: ``r [n_edges]`` → ``[n_edges, num_basis]``."""
+
+    def __init__(self, cutoff: float, num_basis: int = 8, envelope_exponent: int = 6):
+        super().__init__()
+        self.basis = BesselBasis(cutoff, num_basis)
+        self.envelope = PolynomialCutoff(cutoff, envelope_exponent)
+        self.out_dim = num_basis
+
+    def forward(self, r: torch.Tensor) -> torch.Tensor:
+        return self.basis(r) * self.envelope(r).unsqueeze(-1)
+
+    @torch.no_grad()
+    def mean_square(self, num_points: int = 2000) -> float:
+        """Mean square of the embedding for points spread uniformly in the cutoff sphere;
+        used to normalise the first layer of the radial network."""
+        cutoff = self.basis.cutoff
+        r = torch.linspace(cutoff / num_points, cutoff, num_points, dtype=torch.float64)
+        values = self.forward(r.to(self.basis.frequencies.dtype)).to(torch.float64)
+        weights = r**2 / (r**2).sum()
+        return float((weights[:, None] * values**2).sum() / values.shape[1])

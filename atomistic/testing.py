@@ -1,0 +1,205 @@
+"""Reusable physical checks that every model must pass.
+
+Each ``check_*`` function measures a discrepancy and returns it (a dict of floats), and each
+``assert_*`` wrapper compares it with the tolerance for the model's dtype from
+:data:`TOLERANCES`.  The tests run them on every model configuration; users can run them on
+their own checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from ase import Atoms
+
+from atomistic import keys
+
+# absolute tolerances (eV, eV/Å, eV/Å³) per dtype
+TOLERANCES = {
+    torch.float64: {"energy": 1e-9, "forces": 1e-9, "stress": 1e-10, "fd": 1e-6, "extensive": 1e-8, "smooth": 1e-6},
+    torch.float32: {"energy": 1e-4, "forces": 1e-4, "stress": 1e-5, "fd": 5e-3, "extensive": 1e-5, "smooth": 1e-4},
+}
+
+
+def tolerances(potential) -> dict[str, float]:
+    return TOLERANCES[potential.dtype]
+
+
+def random_rotation(rng: np.random.Generator, reflection: bool = False) -> np.ndarray:
+    """A uniformly random 3x3 rotation (times -1 when ``reflection``)."""
+    q, r = np.linalg.qr(rng.normal(size=(3, 3)))
+    q = q * np.sign(np.diag(r))
+    if np.linalg.det(q) < 0:
+        q[:, 0] = -q[:, 0]
+    return -q if reflection else q
+
+
+def random_periodic_structure(
+    numbers: Sequence[int], n_atoms: int = 8, seed: int = 0, density: float = 0.05, skew: float = 0.3
+) -> Atoms:
+    """Random atoms (no pair closer than 1.8 Å) in a random skewed periodic cell.
+
+    ``density`` is in atoms/Å³; ``skew`` the size of the random off-diagonal cell components.
+    """
+    rng = np.random.default_rng(seed)
+    length = (n_atoms / density) ** (1 / 3)
+    cell = length * (np.eye(3) + skew * rng.uniform(-1, 1, size=(3, 3)))
+    if np.linalg.det(cell) < 0:
+        cell[0] = -cell[0]
+    atoms = Atoms(numbers=rng.choice(list(numbers), size=n_atoms), cell=cell, pbc=True)
+    positions: list[np.ndarray] = []
+    while len(positions) < n_atoms:
+        candidate = rng.uniform(0, 1, size=3) @ cell
+        trial = Atoms(positions=[*positions, candidate], cell=cell, pbc=True)
+        if len(positions) == 0 or trial.get_distances(len(positions), list(range(len(positions))), mic=True).min() > 1.8:
+            positions.append(candidate)
+    atoms.positions = np.array(positions)
+    return atoms
+
+
+def _predict(potential, atoms, properties=(keys.ENERGY, keys.FORCES, keys.STRESS)):
+    return potential.predict(atoms, properties=properties)
+
+
+def check_rotation(potential, atoms: Atoms, rotation: np.ndarray) -> dict[str, float]:
+    """Energy invariant, forces and stress rotate: max deviations (eV, eV/Å, eV/Å³)."""
+    rotated = atoms.copy()
+    rotated.positions = atoms.positions @ rotation.T
+    rotated.cell = atoms.cell.array @ rotation.T
+    a, b = _predict(potential, [atoms, rotated])
+    out = {
+        "energy": abs(b[keys.ENERGY] - a[keys.ENERGY]),
+        "forces": float(np.abs(b[keys.FORCES] - a[keys.FORCES] @ rotation.T).max()),
+    }
+    if keys.STRESS in a:
+        out["stress"] = float(np.abs(b[keys.STRESS] - rotation @ a[keys.STRESS] @ rotation.T).max())
+    return out
+
+
+def check_translation(potential, atoms: Atoms, shift: np.ndarray) -> dict[str, float]:
+    moved = atoms.copy()
+    moved.positions = atoms.positions + shift
+    a, b = _predict(potential, [atoms, moved])
+    return {
+        "energy": abs(b[keys.ENERGY] - a[keys.ENERGY]),
+        "forces": float(np.abs(b[keys.FORCES] - a[keys.FORCES]).max()),
+    }
+
+
+def check_permutation(potential, atoms: Atoms, seed: int = 0) -> dict[str, float]:
+    perm = np.random.default_rng(seed).permutation(len(atoms))
+    permuted = atoms[perm]
+    a, b = _predict(potential, [atoms, permuted])
+    return {
+        "energy": abs(b[keys.ENERGY] - a[keys.ENERGY]),
+        "forces": float(np.abs(b[keys.FORCES] - a[keys.FORCES][perm]).max()),
+    }
+
+
+def check_batch_consistency(potential, structures: Sequence[Atoms]) -> dict[str, float]:
+    """Batched prediction equals one-at-a-time prediction."""
+    batched = _predict(potential, list(structures))
+    worst = {"energy": 0.0, "forces": 0.0, "stress": 0.0}
+    for atoms, b in zip(structures, batched, strict=True):
+        (single,) = _predict(potential, atoms)
+        worst["energy"] = max(worst["energy"], abs(b[keys.ENERGY] - single[keys.ENERGY]))
+        worst["forces"] = max(worst["forces"], float(np.abs(b[keys.FORCES] - single[keys.FORCES]).max()))
+        if keys.STRESS in single:
+            worst["stress"] = max(worst["stress"], float(np.abs(b[keys.STRESS] - single[keys.STRESS]).max()))
+    return worst
+
+
+def check_forces_finite_difference(potential, atoms: Atoms, step: float = 1e-4, n_components: int = 6, seed: int = 0) -> dict[str, float]:
+    """Central finite differences of the energy against the analytic forces (eV/Å)."""
+    rng = np.random.default_rng(seed)
+    (ref,) = _predict(potential, atoms, (keys.ENERGY, keys.FORCES))
+    worst = 0.0
+    for _ in range(n_components):
+        i, k = int(rng.integers(len(atoms))), int(rng.integers(3))
+        plus, minus = atoms.copy(), atoms.copy()
+        plus.positions[i, k] += step
+        minus.positions[i, k] -= step
+        e_plus, e_minus = (r[keys.ENERGY] for r in _predict(potential, [plus, minus], (keys.ENERGY,)))
+        numeric = -(e_plus - e_minus) / (2 * step)
+        worst = max(worst, abs(numeric - ref[keys.FORCES][i, k]))
+    return {"forces": worst}
+
+
+def check_stress_finite_difference(potential, atoms: Atoms, step: float = 1e-5) -> dict[str, float]:
+    """``(1/V) dE/dε`` by central differences of symmetric strains against the analytic stress."""
+    (ref,) = _predict(potential, atoms)
+    volume = atoms.cell.volume
+    worst = 0.0
+    for a in range(3):
+        for b in range(a, 3):
+            energies = []
+            for sign in (1, -1):
+                strain = np.zeros((3, 3))
+                strain[a, b] += 0.5 * sign * step
+                strain[b, a] += 0.5 * sign * step
+                deformed = atoms.copy()
+                deformed.set_cell(atoms.cell.array @ (np.eye(3) + strain), scale_atoms=True)
+                energies.append(_predict(potential, deformed, (keys.ENERGY,))[0][keys.ENERGY])
+            numeric = (energies[0] - energies[1]) / (2 * step) / volume
+            worst = max(worst, abs(numeric - ref[keys.STRESS][a, b]))
+    return {"stress": worst}
+
+
+def check_supercell_extensivity(potential, atoms: Atoms, repeat=(2, 2, 2)) -> dict[str, float]:
+    """Relative deviation of E(supercell) from n_cells · E(cell)."""
+    n = int(np.prod(repeat))
+    a, b = _predict(potential, [atoms, atoms.repeat(repeat)], (keys.ENERGY,))
+    return {"extensive": abs(b[keys.ENERGY] - n * a[keys.ENERGY]) / max(abs(n * a[keys.ENERGY]), 1e-12)}
+
+
+def check_cutoff_smoothness(potential, numbers=(14, 14), delta: float = 1e-4) -> dict[str, float]:
+    """A dimer just inside and just outside the cutoff: energy and force jumps (eV, eV/Å)."""
+    cutoff = potential.cutoff
+    inside = Atoms(numbers=list(numbers), positions=[[0, 0, 0], [cutoff - delta, 0, 0]])
+    outside = Atoms(numbers=list(numbers), positions=[[0, 0, 0], [cutoff + delta, 0, 0]])
+    a, b = _predict(potential, [inside, outside], (keys.ENERGY, keys.FORCES))
+    return {
+        "energy_jump": abs(a[keys.ENERGY] - b[keys.ENERGY]),
+        "force_jump": float(np.abs(a[keys.FORCES] - b[keys.FORCES]).max()),
+    }
+
+
+def check_isolated_atoms(potential) -> dict[str, float]:
+    """Each supported element alone: |E - (E0 + shift)| (eV), max over elements."""
+    worst = 0.0
+    for z in potential.atomic_numbers:
+        (r,) = _predict(potential, Atoms(numbers=[z], positions=[[0.0, 0.0, 0.0]]), (keys.ENERGY, keys.FORCES))
+        worst = max(worst, abs(r[keys.ENERGY] - potential.reference_energy(z)))
+    return {"energy": worst}
+
+
+def _assert_within(measured: dict[str, float], limits: dict[str, float], what: str) -> None:
+    failed = {k: (v, limits[k]) for k, v in measured.items() if not v <= limits[k]}
+    if failed:
+        details = ", ".join(f"{k}: {v:.3e} > {lim:.1e}" for k, (v, lim) in failed.items())
+        raise AssertionError(f"{what} failed: {details}")
+
+
+def assert_potential_physics(potential, atoms: Atoms, seed: int = 0, reflection: bool = True) -> None:
+    """Run every check on one periodic structure and raise with a summary on failure."""
+    tol = tolerances(potential)
+    rng = np.random.default_rng(seed)
+    scale = max(1.0, abs(_predict(potential, atoms, (keys.ENERGY,))[0][keys.ENERGY]))
+    e_tol = tol["energy"] * scale
+    limits = {"energy": e_tol, "forces": tol["forces"], "stress": tol["stress"]}
+    _assert_within(check_rotation(potential, atoms, random_rotation(rng)), limits, "rotation equivariance")
+    if reflection:
+        _assert_within(check_rotation(potential, atoms, random_rotation(rng, reflection=True)), limits, "reflection equivariance")
+    _assert_within(check_translation(potential, atoms, rng.normal(size=3) * 3), limits, "translation invariance")
+    _assert_within(check_permutation(potential, atoms, seed), limits, "permutation invariance")
+    _assert_within(check_forces_finite_difference(potential, atoms), {"forces": tol["fd"]}, "forces = -dE/dr")
+    _assert_within(check_stress_finite_difference(potential, atoms), {"stress": tol["fd"]}, "stress = (1/V) dE/dstrain")
+    _assert_within(check_supercell_extensivity(potential, atoms), {"extensive": tol["extensive"]}, "supercell extensivity")
+    _assert_within(
+        check_cutoff_smoothness(potential, (potential.atomic_numbers[0],) * 2),
+        {"energy_jump": tol["smooth"], "force_jump": tol["smooth"] * 100},
+        "smoothness at the cutoff",
+    )
+    _assert_within(check_isolated_atoms(potential), {"energy": tol["energy"] * 10}, "isolated atom == E0")

@@ -1,0 +1,222 @@
+"""A resumable training loop: AdamW, cosine schedule with warm-up, EMA of weights,
+gradient clipping, best-on-validation checkpoints and a JSONL metrics log."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from atomistic import keys
+from atomistic.data.convert import Structure
+from atomistic.data.graph import build_graph
+from atomistic.training.losses import LossWeights, weighted_loss
+from atomistic.units import EV_PER_ANG3_TO_GPA
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    epochs: int = 100
+    batch_size: int = 4  # structures per step
+    learning_rate: float = 5e-3
+    weight_decay: float = 5e-7
+    warmup_epochs: int = 2
+    min_lr_ratio: float = 0.02
+    ema_decay: float = 0.99
+    grad_clip: float = 10.0
+    seed: int = 0
+    loss: LossWeights = dataclasses.field(default_factory=LossWeights)
+    eval_every: int = 1
+    max_hours: float | None = None  # stop (resumably) after this much wall time
+
+
+class Trainer:
+    """Trains ``potential`` on labelled structures; state lives in ``run_dir`` so a run can
+    be resumed after interruption."""
+
+    def __init__(
+        self,
+        potential,
+        train: Sequence[Structure],
+        valid: Sequence[Structure],
+        config: TrainingConfig,
+        run_dir: str | Path,
+    ):
+        self.potential = potential
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.dtype = potential.dtype
+        self.train_graphs = self._pre_batch(train)
+        self.valid_graphs = self._pre_batch(valid)
+        self.n_train = len(train)
+        self.parameters = [p for p in potential.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
+        self.ema = copy.deepcopy(potential)
+        for p in self.ema.parameters():
+            p.requires_grad_(False)
+        self.epoch = 0
+        self.step = 0
+        self.best_valid = math.inf
+        self.rng = np.random.default_rng(config.seed)
+
+    def _pre_batch(self, structures: Sequence[Structure]) -> list[list[dict[str, torch.Tensor]]]:
+        """One graph per structure, built once (neighbour lists are the slow part)."""
+        return [
+            build_graph([s], self.potential.cutoff, self.potential.species, dtype=self.dtype, with_labels=True)
+            for s in structures
+        ]
+
+    @staticmethod
+    def _collate(graphs: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        out: dict[str, torch.Tensor] = {}
+        atom_offset = 0
+        pieces: dict[str, list[torch.Tensor]] = {k: [] for k in graphs[0]}
+        for s_idx, g in enumerate(graphs):
+            for k, v in g.items():
+                if k == keys.EDGE_INDEX:
+                    v = v + atom_offset
+                elif k == keys.SYSTEM_IDX:
+                    v = torch.full_like(v, s_idx)
+                pieces[k].append(v)
+            atom_offset += g[keys.POSITIONS].shape[0]
+        for k, v in pieces.items():
+            out[k] = torch.cat(v, dim=1 if k == keys.EDGE_INDEX else 0)
+        return out
+
+    def learning_rate(self, epoch_fraction: float) -> float:
+        c = self.config
+        if epoch_fraction < c.warmup_epochs:
+            return c.learning_rate * (0.1 + 0.9 * epoch_fraction / max(c.warmup_epochs, 1e-9))
+        progress = (epoch_fraction - c.warmup_epochs) / max(c.epochs - c.warmup_epochs, 1e-9)
+        cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+        return c.learning_rate * (c.min_lr_ratio + (1 - c.min_lr_ratio) * cosine)
+
+    def train_epoch(self) -> dict[str, float]:
+        self.potential.train()
+        order = self.rng.permutation(len(self.train_graphs))
+        steps = math.ceil(len(order) / self.config.batch_size)
+        totals: dict[str, float] = {}
+        for k in range(steps):
+            idx = order[k * self.config.batch_size : (k + 1) * self.config.batch_size]
+            batch = self._collate([self.train_graphs[i] for i in idx])
+            lr = self.learning_rate(self.epoch + k / steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            outputs = self.potential(batch, compute_forces=True, compute_stress=True, training=True)
+            terms = weighted_loss(outputs, batch, self.config.loss)
+            self.optimizer.zero_grad(set_to_none=True)
+            terms["total"].backward()
+            torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
+            self.optimizer.step()
+            self._update_ema()
+            self.step += 1
+            for name, value in terms.items():
+                totals[name] = totals.get(name, 0.0) + float(value.detach()) / steps
+        self.epoch += 1
+        return totals
+
+    @torch.no_grad()
+    def _update_ema(self) -> None:
+        decay = min(self.config.ema_decay, (1 + self.step) / (10 + self.step))
+        for p_ema, p in zip(self.ema.parameters(), self.potential.parameters(), strict=True):
+            p_ema.mul_(decay).add_(p.detach(), alpha=1 - decay)
+
+    def evaluate(self, model=None, graphs=None) -> dict[str, float]:
+        """MAEs on the validation set: meV/atom, eV/Å, GPa."""
+        model = model if model is not None else self.ema
+        graphs = graphs if graphs is not None else self.valid_graphs
+        model.eval()
+        e_err, f_err, s_err = [], [], []
+        for k in range(0, len(graphs), 8):
+            batch = self._collate(graphs[k : k + 8])
+            out = model(batch, compute_forces=True, compute_stress=True)
+            n = batch[keys.N_ATOMS].to(out[keys.ENERGY].dtype)
+            has = batch["has_energy"]
+            e_err.append(((out[keys.ENERGY] - batch["ref_energy"]) / n)[has])
+            atom_has = batch["has_forces"][batch[keys.SYSTEM_IDX]]
+            f_err.append((out[keys.FORCES] - batch["ref_forces"])[atom_has].reshape(-1))
+            has_s = batch["has_stress"] & torch.isfinite(out[keys.STRESS]).all(dim=(1, 2))
+            s_err.append((out[keys.STRESS] - batch["ref_stress"])[has_s].reshape(-1))
+        e, f, s = (torch.cat(x).abs() for x in (e_err, f_err, s_err))
+        return {
+            "energy_mae_mev_per_atom": float(e.mean() * 1000) if e.numel() else float("nan"),
+            "energy_rmse_mev_per_atom": float((e**2).mean().sqrt() * 1000) if e.numel() else float("nan"),
+            "force_mae_ev_per_ang": float(f.mean()) if f.numel() else float("nan"),
+            "force_rmse_ev_per_ang": float((f**2).mean().sqrt()) if f.numel() else float("nan"),
+            "stress_mae_gpa": float(s.mean() * EV_PER_ANG3_TO_GPA) if s.numel() else float("nan"),
+            "n_structures": len(graphs),
+        }
+
+    # ---- persistence ---------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.potential.state_dict(),
+            "ema": self.ema.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "epoch": self.epoch,
+            "step": self.step,
+            "best_valid": self.best_valid,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def save_state(self) -> None:
+        # training state (optimizer moments, RNG) is internal to a run directory; it is
+        # written with torch.save and read back only by the run that wrote it.
+        tmp = self.run_dir / "state.pt.tmp"
+        torch.save(self.state_dict(), tmp)
+        tmp.replace(self.run_dir / "state.pt")
+
+    def load_state(self) -> bool:
+        path = self.run_dir / "state.pt"
+        if not path.exists():
+            return False
+        state = torch.load(path, weights_only=True)
+        self.potential.load_state_dict(state["model"])
+        self.ema.load_state_dict(state["ema"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.epoch, self.step, self.best_valid = state["epoch"], state["step"], state["best_valid"]
+        self.rng.bit_generator.state = state["rng"]
+        return True
+
+    def fit(self, on_best=None, log=print) -> dict[str, float]:
+        start = time.time()
+        metrics_path = self.run_dir / "metrics.jsonl"
+        last: dict[str, float] = {}
+        while self.epoch < self.config.epochs:
+            t0 = time.time()
+            train_terms = self.train_epoch()
+            record: dict[str, Any] = {"epoch": self.epoch, "lr": self.learning_rate(self.epoch), "train": train_terms}
+            if self.epoch % self.config.eval_every == 0 or self.epoch == self.config.epochs:
+                valid = self.evaluate()
+                record["valid"] = valid
+                score = valid["energy_mae_mev_per_atom"] / 5.0 + valid["force_mae_ev_per_ang"] / 0.05
+                if score < self.best_valid:
+                    self.best_valid = score
+                    if on_best is not None:
+                        on_best(self.ema, valid)
+                last = valid
+            record["seconds"] = time.time() - t0
+            with open(metrics_path, "a") as fh:
+                fh.write(json.dumps(record) + "\n")
+            self.save_state()
+            elapsed = time.time() - start
+            eta = (self.config.epochs - self.epoch) * record["seconds"]
+            log(
+                f"epoch {self.epoch}/{self.config.epochs} loss {train_terms['total']:.4g} "
+                + (f"val E {last.get('energy_mae_mev_per_atom', float('nan')):.2f} meV/atom "
+                   f"F {last.get('force_mae_ev_per_ang', float('nan')):.4f} eV/Å " if last else "")
+                + f"({record['seconds']:.0f}s/epoch, ETA {eta / 60:.0f} min)"
+            )
+            if self.config.max_hours is not None and elapsed > self.config.max_hours * 3600:
+                log("time budget reached; resume with the same run directory")
+                break
+        return last

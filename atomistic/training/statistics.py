@@ -1,0 +1,43 @@
+"""Dataset statistics that fix a model's normalisation before training."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from atomistic.data.convert import Structure
+from atomistic.data.graph import structure_edges
+
+
+def least_squares_e0s(structures: Sequence[Structure], atomic_numbers: Sequence[int]) -> np.ndarray:
+    """Per-element reference energies (eV) minimising Σ (E - Σ_i E0[z_i])² over the data."""
+    index = {z: k for k, z in enumerate(atomic_numbers)}
+    counts = np.zeros((len(structures), len(atomic_numbers)))
+    energies = np.zeros(len(structures))
+    for s_idx, s in enumerate(structures):
+        if "energy" not in s.labels:
+            raise ValueError(f"structure {s_idx} has no energy label")
+        for z in s.numbers:
+            counts[s_idx, index[int(z)]] += 1
+        energies[s_idx] = s.labels["energy"]
+    e0s, *_ = np.linalg.lstsq(counts, energies, rcond=None)
+    present = counts.sum(axis=0) > 0
+    e0s[~present] = 0.0
+    return e0s
+
+
+def average_num_neighbors(structures: Sequence[Structure], cutoff: float) -> float:
+    """Mean number of neighbours within ``cutoff`` (Å) per atom."""
+    edges = sum(structure_edges(s, cutoff)[0].shape[1] for s in structures)
+    atoms = sum(len(s) for s in structures)
+    return edges / atoms
+
+
+def force_rms(structures: Sequence[Structure]) -> float:
+    """Root-mean-square force component (eV/Å): the energy scale of the readout."""
+    forces = [np.asarray(s.labels["forces"]).ravel() for s in structures if "forces" in s.labels]
+    if not forces:
+        return 1.0
+    values = np.concatenate(forces)
+    return float(np.sqrt(np.mean(values**2))) or 1.0
