@@ -124,7 +124,7 @@ def load_potential(
     potential = build_potential(
         manifest["architecture"], kernel=kernel or DEFAULT_BACKEND, name=manifest.get("name", directory.name), dtype=dtype
     )
-    state = load_file(str(weights_path))
+    state = {k: v for k, v in load_file(str(weights_path)).items() if not _is_derived_constant(k)}
     missing, unexpected = potential.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise CheckpointError(
@@ -156,6 +156,7 @@ def save_checkpoint(
     state = {
         k: (v.detach().to(weights_dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
         for k, v in potential.state_dict().items()
+        if not _is_derived_constant(k)
     }
     save_file(state, str(directory / WEIGHTS))
     head = potential.heads["energy"]
@@ -177,6 +178,12 @@ def save_checkpoint(
     }
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return directory
+
+
+def _is_derived_constant(key: str) -> bool:
+    """Constants of e3nn's compiled tensor-product code (Clebsch–Gordan blocks), which a
+    deep-copied module reports as state; they follow from the architecture and are rebuilt."""
+    return "._compiled_main" in key and "_tensor_constant" in key
 
 
 def _as_dtype(dtype: str | torch.dtype) -> torch.dtype:

@@ -11,7 +11,13 @@ import torch
 
 from atomistic import keys
 from atomistic.data.convert import DEFAULT_MAX_ATOMS, to_structures
-from atomistic.data.graph import AtomicGraph, SpeciesMap, batches_by_atoms, build_graph, split_results
+from atomistic.data.graph import (
+    AtomicGraph,
+    SpeciesMap,
+    batches_by_atoms,
+    build_graph,
+    split_results,
+)
 from atomistic.models.heads.forces import attach_strain, energy_derivatives
 
 

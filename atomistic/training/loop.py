@@ -3,7 +3,6 @@ gradient clipping, best-on-validation checkpoints and a JSONL metrics log."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import math
@@ -18,6 +17,7 @@ import torch
 from atomistic import keys
 from atomistic.data.convert import Structure
 from atomistic.data.graph import build_graph
+from atomistic.models.builders import build_potential
 from atomistic.training.losses import LossWeights, weighted_loss
 from atomistic.units import EV_PER_ANG3_TO_GPA
 
@@ -60,7 +60,10 @@ class Trainer:
         self.n_train = len(train)
         self.parameters = [p for p in potential.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
-        self.ema = copy.deepcopy(potential)
+        self.ema = build_potential(
+            potential.metadata.architecture, kernel=potential.metadata.kernel, name=potential.metadata.name, dtype=self.dtype
+        )
+        self.ema.load_state_dict(potential.state_dict())
         for p in self.ema.parameters():
             p.requires_grad_(False)
         self.epoch = 0

@@ -75,11 +75,11 @@ class MACEConfig:
 
     @property
     def irreps_hidden(self) -> o3.Irreps:
-        return o3.Irreps([(self.channels, (l, (-1) ** l)) for l in range(self.hidden_lmax + 1)])
+        return o3.Irreps([(self.channels, (degree, (-1) ** degree)) for degree in range(self.hidden_lmax + 1)])
 
     @property
     def irreps_atomic_basis(self) -> o3.Irreps:
-        return o3.Irreps([(self.channels, (l, (-1) ** l)) for l in range(self.max_ell + 1)])
+        return o3.Irreps([(self.channels, (degree, (-1) ** degree)) for degree in range(self.max_ell + 1)])
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

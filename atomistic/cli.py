@@ -1,0 +1,102 @@
+"""Command line: ``atomistic predict | models | info``.
+
+    atomistic predict                      # the bundled example structures, default model
+    atomistic predict relaxed.cif --json   # one JSON object per structure
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="atomistic: equivariant machine-learning force fields.", no_args_is_help=True, add_completion=False)
+console = Console(width=max(Console().width, 120))
+EXAMPLES = Path(__file__).resolve().parent / "examples" / "structures.extxyz"
+
+
+def _fail(err: Exception) -> typer.Exit:
+    """Bad input or model: one clear line on stderr, exit status 2, no traceback."""
+    typer.echo(f"error: {err}", err=True)
+    return typer.Exit(code=2)
+
+
+@app.command()
+def predict(
+    files: Annotated[list[Path] | None, typer.Argument(help="Structure files (extxyz, xyz, CIF, POSCAR, mlearn JSON). Default: bundled examples.")] = None,
+    model: Annotated[str, typer.Option(help="Model name or checkpoint directory.")] = "default",
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    dtype: Annotated[str, typer.Option(help="float64 or float32.")] = "float64",
+    kernel: Annotated[str | None, typer.Option(help="Tensor-product backend (default: reference).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per structure.")] = False,
+) -> None:
+    """Energies (eV), forces (eV/Å) and stress (eV/Å³) for every structure in FILES."""
+    from atomistic.checkpoint import load_potential
+    from atomistic.data.convert import read_structures
+
+    paths = files or [EXAMPLES]
+    try:
+        potential = load_potential(model, device=device, dtype=dtype, kernel=kernel)
+        structures, names = [], []
+        for path in paths:
+            for k, s in enumerate(read_structures(path)):
+                structures.append(s)
+                names.append(f"{path.name}[{k}]")
+        results = potential.predict(structures)
+    except (ValueError, FileNotFoundError) as err:
+        raise _fail(err) from None
+    if as_json:
+        for name, s, r in zip(names, structures, results, strict=True):
+            record = {"structure": name, "formula": s.to_ase().get_chemical_formula(), "n_atoms": len(s)}
+            record.update({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()})
+            typer.echo(json.dumps(record))
+        return
+    table = Table(title=f"model '{potential.metadata.name}' ({potential.metadata.kernel} kernel, {dtype})")
+    for column in ("structure", "formula", "atoms", "energy (eV)", "eV/atom", "max |F| (eV/Å)", "pressure (GPa)"):
+        table.add_column(column, justify="right" if column != "structure" else "left")
+    from atomistic.units import EV_PER_ANG3_TO_GPA
+
+    for name, s, r in zip(names, structures, results, strict=True):
+        fmax = float(np.linalg.norm(r["forces"], axis=1).max())
+        pressure = f"{-np.trace(r['stress']) / 3 * EV_PER_ANG3_TO_GPA:.3f}" if "stress" in r else "-"
+        table.add_row(name, s.to_ase().get_chemical_formula(), str(len(s)), f"{r['energy']:.6f}", f"{r['energy'] / len(s):.6f}", f"{fmax:.4f}", pressure)
+    console.print(table)
+
+
+@app.command()
+def models() -> None:
+    """List the models in the checkpoints directory."""
+    from atomistic.checkpoint import MANIFEST, checkpoints_dir, read_manifest
+
+    table = Table(title=f"models in {checkpoints_dir()}")
+    for column in ("name", "species", "cutoff (Å)", "encoder"):
+        table.add_column(column)
+    from ase.data import chemical_symbols
+
+    for directory in sorted(checkpoints_dir().glob("*")):
+        if (directory / MANIFEST).exists():
+            m = read_manifest(directory)
+            species = " ".join(chemical_symbols[z] for z in m["species"])
+            table.add_row(directory.name, species, str(m["cutoff"]), m["architecture"]["encoder"]["name"])
+    console.print(table)
+
+
+@app.command()
+def info(model: Annotated[str, typer.Argument(help="Model name or checkpoint directory.")] = "default") -> None:
+    """Print a model's manifest (architecture, species, provenance, metrics)."""
+    from atomistic.checkpoint import read_manifest, resolve
+
+    try:
+        manifest = read_manifest(resolve(model))
+    except ValueError as err:
+        raise _fail(err) from None
+    typer.echo(json.dumps(manifest, indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    app()

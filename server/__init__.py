@@ -1,0 +1,1 @@
+"""REST server for atomistic models (FastAPI); built on :mod:`atomistic`."""

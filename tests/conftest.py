@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from atomistic.models.builders import build_potential, mace_architecture
+from atomistic.models.encoders.mace import MACEConfig
+
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+MLEARN_SPECIES = (3, 14, 32, 42)
+
+# (max_ell, hidden_lmax, correlation, num_layers): every value of each hyperparameter appears
+MACE_VARIANTS = [
+    (0, 0, 1, 1),
+    (1, 1, 2, 2),
+    (2, 1, 3, 2),
+    (3, 2, 3, 1),
+    (2, 2, 2, 4),
+    (3, 1, 3, 3),
+]
+
+
+def small_mace(max_ell=2, hidden_lmax=1, correlation=3, num_layers=2, dtype=torch.float64, seed=0, cutoff=4.0):
+    torch.manual_seed(seed)
+    config = MACEConfig(
+        species=MLEARN_SPECIES,
+        cutoff=cutoff,
+        max_ell=max_ell,
+        hidden_lmax=hidden_lmax,
+        correlation=correlation,
+        num_layers=num_layers,
+        channels=4,
+        num_bessel=6,
+        radial_hidden=(8,),
+        avg_num_neighbors=10.0,
+    )
+    potential = build_potential(mace_architecture(config, energy_mlp_hidden=8), dtype=dtype)
+    head = potential.heads["energy"]
+    head.e0s.copy_(torch.tensor([-1.9, -5.4, -4.5, -10.9], dtype=head.e0s.dtype))
+    return potential
+
+
+@pytest.fixture(scope="session")
+def default_potential():
+    from atomistic import load_potential
+
+    return load_potential("default", dtype="float64")

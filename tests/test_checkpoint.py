@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from ase.build import bulk
+
+from atomistic import load_potential
+from atomistic.checkpoint import CheckpointError, save_checkpoint
+
+from .conftest import small_mace
+
+
+def test_roundtrip_float64(tmp_path):
+    potential = small_mace(3, 1, 3, 2)
+    save_checkpoint(potential, tmp_path / "m", provenance={"data": "none"}, metrics={"x": 1}, weights_dtype=torch.float64)
+    loaded = load_potential(tmp_path / "m")
+    atoms = bulk("Si", "diamond", 5.43)
+    atoms.rattle(0.05, seed=0)
+    (a,), (b,) = potential.predict(atoms), loaded.predict(atoms)
+    assert a["energy"] == pytest.approx(b["energy"], abs=1e-12)
+    np.testing.assert_allclose(a["forces"], b["forces"], atol=1e-12)
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["format_version"] == 1
+    assert manifest["species"] == [3, 14, 32, 42] and manifest["cutoff"] == 4.0
+    assert set(manifest["e0s"]) == {"3", "14", "32", "42"}
+    assert manifest["units"]["energy"] == "eV"
+    assert manifest["provenance"] == {"data": "none"} and manifest["metrics"] == {"x": 1}
+    assert loaded.metadata.provenance == {"data": "none"}
+
+
+def test_load_as_float32(tmp_path):
+    save_checkpoint(small_mace(), tmp_path / "m")
+    loaded = load_potential(tmp_path / "m", dtype="float32")
+    assert loaded.dtype == torch.float32
+    assert np.isfinite(loaded.predict(bulk("Ge", "diamond", 5.76))[0]["energy"])
+
+
+def test_pickle_file_is_refused(tmp_path):
+    potential = small_mace()
+    path = tmp_path / "model.pt"
+    torch.save(potential.state_dict(), path)
+    with pytest.raises(CheckpointError, match="refusing to load .* pickle"):
+        load_potential(path)
+    raw = tmp_path / "weights.bin.data"
+    raw.write_bytes(pickle.dumps({"a": 1}))
+    with pytest.raises(CheckpointError, match="pickle"):
+        load_potential(raw)
+
+
+def test_directory_with_only_a_pickle_is_refused(tmp_path):
+    directory = tmp_path / "m"
+    save_checkpoint(small_mace(), directory)
+    (directory / "weights.safetensors").unlink()
+    torch.save({}, directory / "model.pth")
+    with pytest.raises(CheckpointError, match=r"no weights.safetensors .*pickle"):
+        load_potential(directory)
+
+
+def test_unknown_version_and_missing_manifest(tmp_path):
+    directory = tmp_path / "m"
+    save_checkpoint(small_mace(), directory)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest["format_version"] = 99
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="unknown checkpoint format_version 99"):
+        load_potential(directory)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="has no manifest.json"):
+        load_potential(tmp_path / "empty")
+
+
+def test_names_resolve_to_checkpoints(tmp_path, monkeypatch):
+    save_checkpoint(small_mace(), tmp_path / "tiny")
+    monkeypatch.setenv("ATOMISTIC_CHECKPOINTS", str(tmp_path))
+    assert load_potential("tiny").atomic_numbers == (3, 14, 32, 42)
+    with pytest.raises(CheckpointError, match="no model named 'nothing'.*tiny"):
+        load_potential("nothing")
+
+
+def test_shipped_default_loads_and_predicts(default_potential):
+    manifest_metrics = default_potential.metadata.metrics
+    assert "validation" in manifest_metrics
+    assert set(default_potential.atomic_numbers) == {3, 14, 32, 42}
+    (r,) = default_potential.predict(bulk("Si", "diamond", 5.43))
+    assert -6.0 < r["energy"] / 2 < -5.0  # PBE Si cohesive scale: about -5.4 eV/atom

@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from ase import Atoms
+from ase.build import bulk, molecule
+from ase.io import write
+from pymatgen.core import Lattice, Molecule
+from pymatgen.core import Structure as PmgStructure
+
+from atomistic.data import (
+    StructureError,
+    UnsupportedFormatError,
+    parse_structures,
+    read_structures,
+    to_structures,
+)
+from atomistic.data.datasets import mlearn_virial_to_stress, read_mlearn_json
+from atomistic.units import KBAR_TO_EV_PER_ANG3
+
+from .paths import DATA
+
+
+def test_ase_pymatgen_dict_agree():
+    atoms = bulk("Si", "diamond", 5.43)
+    pmg = PmgStructure(Lattice(atoms.cell.array), ["Si", "Si"], atoms.positions, coords_are_cartesian=True)
+    as_dict = {"symbols": ["Si", "Si"], "positions": atoms.positions.tolist(), "cell": atoms.cell.array.tolist(), "pbc": True}
+    as_numbers = {"numbers": [14, 14], "positions": atoms.positions, "cell": atoms.cell.array, "pbc": [True] * 3}
+    structures = to_structures([atoms, pmg, as_dict, as_numbers, pmg.as_dict()])
+    for s in structures[1:]:
+        np.testing.assert_allclose(s.positions, structures[0].positions, atol=1e-12)
+        np.testing.assert_allclose(s.cell, structures[0].cell, atol=1e-12)
+        assert s.pbc.all() and (s.numbers == 14).all()
+
+
+def test_pymatgen_molecule_is_not_periodic():
+    mol = Molecule(["O", "H", "H"], [[0, 0, 0], [0.96, 0, 0], [-0.24, 0.93, 0]])
+    (s,) = to_structures(mol)
+    assert not s.pbc.any() and np.all(s.cell == 0)
+    assert s.numbers.tolist() == [8, 1, 1]
+
+
+def _error(inputs, **kwargs) -> StructureError:
+    with pytest.raises(StructureError) as info:
+        to_structures(inputs, **kwargs)
+    return info.value
+
+
+def test_errors_name_index_field_and_reason():
+    good = bulk("Si", "diamond", 5.43)
+    err = _error([good, {"symbols": ["Si", "Xx"], "positions": [[0, 0, 0], [1, 1, 1]]}])
+    assert (err.index, err.field) == (1, "symbols") and "unknown element symbol 'Xx'" in str(err)
+    assert str(err).startswith("structure 1: field 'symbols'")
+
+    err = _error({"numbers": [14, 200], "positions": [[0, 0, 0], [1, 1, 1]]})
+    assert err.field == "numbers" and "unknown element" in err.reason
+
+    err = _error([good, good, {"numbers": [1, 1], "positions": [[0, 0, 0], [np.nan, 0, 0]]}])
+    assert (err.index, err.field) == (2, "positions") and "NaN" in err.reason
+
+    err = _error({"numbers": [1, 1], "positions": [[0, 0, 0]]})
+    assert err.field == "positions" and "shape" in err.reason
+
+    err = _error({"numbers": [1], "positions": [[0, 0, 0]], "cell": [[1, 0, 0], [2, 0, 0], [0, 0, 1]], "pbc": True})
+    assert err.field == "cell" and "singular" in err.reason
+
+    err = _error({"numbers": [1, 1], "positions": [[0, 0, 0], [0.05, 0, 0]]})
+    assert err.field == "positions" and "0.0500 Å apart" in err.reason
+
+    err = _error({"numbers": [1], "positions": [[0, 0, 0]], "cell": np.eye(3) * 0.05, "pbc": True})
+    assert err.field == "positions" and "periodic image" in err.reason
+
+    err = _error(good.repeat((2, 2, 2)), max_atoms=10)
+    assert err.field == "numbers" and "exceeds the limit of 10" in err.reason
+
+    err = _error({"numbers": [14, 79], "positions": [[0, 0, 0], [2, 0, 0]]}, supported_numbers=[14, 32])
+    assert err.field == "numbers" and "Au" in err.reason and "not supported" in err.reason
+
+    err = _error(42)
+    assert err.field == "structure" and "unsupported input type" in err.reason
+
+
+def test_slab_with_zero_vacuum_vector_is_accepted():
+    (s,) = to_structures({"numbers": [14], "positions": [[0, 0, 0]], "cell": [[3, 0, 0], [0, 3, 0], [0, 0, 0]], "pbc": [True, True, False]})
+    assert s.pbc.tolist() == [True, True, False]
+
+
+@pytest.mark.parametrize("fmt,name", [("extxyz", "a.extxyz"), ("xyz", "a.xyz"), ("cif", "a.cif"), ("vasp", "POSCAR")])
+def test_file_formats(tmp_path, fmt, name):
+    atoms = bulk("Ge", "diamond", 5.76, cubic=True)
+    atoms.rattle(0.01, seed=1)
+    if fmt == "xyz":
+        atoms = molecule("CH4")
+    path = tmp_path / name
+    write(path, atoms, format=fmt)
+    (s,) = read_structures(path)
+    if atoms.pbc.all():  # CIF and POSCAR wrap atoms into the cell: compare modulo lattice vectors
+        frac = np.linalg.solve(atoms.cell.array.T, (s.positions - atoms.positions).T).T
+        np.testing.assert_allclose(frac - np.round(frac), 0.0, atol=1e-5)
+    else:
+        np.testing.assert_allclose(s.positions, atoms.positions, atol=1e-5)
+    assert s.numbers.tolist() == atoms.numbers.tolist()
+    assert s.pbc.tolist() == atoms.pbc.tolist()
+    assert to_structures(path)[0].numbers.tolist() == atoms.numbers.tolist()
+
+
+def test_extxyz_labels_are_read(tmp_path):
+    from ase.calculators.singlepoint import SinglePointCalculator
+
+    atoms = bulk("Si", "diamond", 5.43)
+    forces = np.arange(6.0).reshape(2, 3)
+    atoms.calc = SinglePointCalculator(atoms, energy=-10.5, forces=forces, stress=np.arange(6.0))
+    write(tmp_path / "l.extxyz", atoms)
+    (s,) = read_structures(tmp_path / "l.extxyz")
+    assert s.labels["energy"] == -10.5
+    np.testing.assert_allclose(s.labels["forces"], forces)
+    assert s.labels["stress"][1, 2] == 3.0 and s.labels["stress"][0, 1] == 5.0
+
+
+def test_unknown_format_and_bad_text():
+    with pytest.raises(UnsupportedFormatError, match="cannot tell the format"):
+        read_structures(__file__)
+    with pytest.raises(UnsupportedFormatError, match="could not parse"):
+        parse_structures("this is not a cif", "cif")
+
+
+def test_mlearn_json(tmp_path):
+    structures = read_mlearn_json(DATA / "mlearn" / "Mo" / "training.json")
+    assert len(structures) > 100
+    s = structures[0]
+    assert {"energy", "forces", "stress"} <= set(s.labels)
+    assert s.labels["forces"].shape == (len(s), 3)
+    record = json.loads((DATA / "mlearn" / "Mo" / "training.json").read_text())[0]
+    sample = tmp_path / "sample.json"
+    sample.write_text(json.dumps([record]))
+    (again,) = to_structures(sample)
+    np.testing.assert_allclose(again.positions, s.positions)
+
+
+def test_mlearn_stress_convention():
+    # VASP order xx yy zz xy yz xz, compressive positive → ASE (tensile positive) 3x3
+    stress = mlearn_virial_to_stress([1, 2, 3, 4, 5, 6])
+    expected = -KBAR_TO_EV_PER_ANG3 * np.array([[1, 4, 6], [4, 2, 5], [6, 5, 3]])
+    np.testing.assert_allclose(stress, expected)
+
+
+def test_mlearn_stress_sign_follows_volume():
+    """Among the strained-bulk Si cells, larger volumes must be more tensile (ASE: higher trace)."""
+    structures = [s for s in read_mlearn_json(DATA / "mlearn" / "Si" / "training.json") if s.info.get("group") == "Elastic"]
+    volumes = np.array([s.volume / len(s) for s in structures])
+    pressure_trace = np.array([np.trace(s.labels["stress"]) for s in structures])
+    assert np.corrcoef(volumes, pressure_trace)[0, 1] > 0.5
+
+
+def test_ase_atoms_roundtrip():
+    atoms = bulk("Li", "bcc", 3.44, cubic=True)
+    (s,) = to_structures(atoms)
+    back = s.to_ase()
+    assert isinstance(back, Atoms)
+    np.testing.assert_allclose(back.positions, atoms.positions)

@@ -1,0 +1,98 @@
+"""Every model configuration passes the physical checks of atomistic.testing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from ase import Atoms
+from ase.build import bulk
+
+from atomistic import keys
+from atomistic.testing import (
+    assert_potential_physics,
+    check_batch_consistency,
+    check_rotation,
+    random_periodic_structure,
+    random_rotation,
+)
+
+from .conftest import MACE_VARIANTS, MLEARN_SPECIES, small_mace
+
+
+@pytest.mark.parametrize("variant", MACE_VARIANTS, ids=lambda v: "ell{}-h{}-corr{}-layers{}".format(*v))
+def test_physics_float64(variant):
+    potential = small_mace(*variant)
+    atoms = random_periodic_structure(MLEARN_SPECIES, n_atoms=5, seed=sum(variant))
+    assert_potential_physics(potential, atoms, seed=1)
+
+
+def test_physics_float32_honest_tolerances():
+    potential = small_mace(2, 1, 3, 2, dtype=torch.float32)
+    atoms = random_periodic_structure(MLEARN_SPECIES, n_atoms=5, seed=3)
+    assert_potential_physics(potential, atoms, seed=2)
+
+
+def test_float32_close_to_float64():
+    p64 = small_mace(2, 1, 3, 2)
+    p32 = small_mace(2, 1, 3, 2, dtype=torch.float32)
+    p32.load_state_dict({k: v.to(torch.float32) if v.is_floating_point() else v for k, v in p64.state_dict().items()})
+    atoms = random_periodic_structure(MLEARN_SPECIES, n_atoms=6, seed=5)
+    (a,), (b,) = p64.predict(atoms), p32.predict(atoms)
+    assert abs(a["energy"] - b["energy"]) < 1e-4 * max(1, abs(a["energy"]))
+    np.testing.assert_allclose(a["forces"], b["forces"], atol=1e-4)
+
+
+def test_batch_of_mixed_systems_equals_single():
+    potential = small_mace()
+    structures = [
+        random_periodic_structure(MLEARN_SPECIES, n_atoms=4, seed=1),
+        Atoms("SiGe", positions=[[0, 0, 0], [2.3, 0.1, 0]]),  # molecule
+        bulk("Mo", "bcc", 3.16),  # one atom, cell smaller than the cutoff
+        random_periodic_structure((14,), n_atoms=3, seed=2),
+    ]
+    slab = bulk("Si", "diamond", 5.43, cubic=True)
+    slab.pbc = (True, True, False)
+    structures.append(slab)
+    worst = check_batch_consistency(potential, structures)
+    assert max(worst.values()) < 1e-10
+
+
+def test_slab_and_molecule_rotation():
+    potential = small_mace(3, 1, 3, 2)
+    rng = np.random.default_rng(0)
+    slab = bulk("Ge", "diamond", 5.76, cubic=True)
+    slab.pbc = (True, True, False)
+    slab.rattle(0.05, seed=3)
+    molecule = Atoms("Si3Li", positions=[[0, 0, 0], [2.2, 0, 0], [0, 2.4, 0.3], [1, 1, 1.8]])
+    for atoms in (slab, molecule):
+        deviation = check_rotation(potential, atoms, random_rotation(rng, reflection=True))
+        assert deviation["energy"] < 1e-9 and deviation["forces"] < 1e-9
+
+
+def test_molecule_has_no_stress():
+    potential = small_mace()
+    (result,) = potential.predict(Atoms("Si2", positions=[[0, 0, 0], [2.3, 0, 0]]))
+    assert keys.STRESS not in result and keys.FORCES in result
+    np.testing.assert_allclose(result[keys.FORCES].sum(axis=0), 0.0, atol=1e-12)
+
+
+def test_predict_rejects_unsupported_element_and_property():
+    potential = small_mace()
+    from atomistic.data import StructureError
+
+    with pytest.raises(StructureError, match="not supported by this model"):
+        potential.predict(Atoms("Au", positions=[[0, 0, 0]]))
+    with pytest.raises(ValueError, match="unknown properties"):
+        potential.predict(Atoms("Si", positions=[[0, 0, 0]]), properties=("energy", "dipole"))
+
+
+def test_config_validation():
+    from atomistic.models.encoders.mace import MACEConfig
+
+    with pytest.raises(ValueError, match="max_ell"):
+        MACEConfig(species=(14,), max_ell=4)
+    with pytest.raises(ValueError, match="num_layers"):
+        MACEConfig(species=(14,), num_layers=5)
+    with pytest.raises(ValueError, match="correlation"):
+        MACEConfig(species=(14,), correlation=0)
