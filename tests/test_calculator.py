@@ -12,6 +12,8 @@ from ase.optimize import BFGS
 
 from atomistic import AtomisticCalculator
 
+pytestmark = pytest.mark.filterwarnings("ignore:Use thermalize_momenta:DeprecationWarning")
+
 
 def test_properties_and_shared_weights():
     calc_a = AtomisticCalculator(model="default")
@@ -63,3 +65,11 @@ def test_nve_energy_conservation():
     dynamics.run(100)
     drift = (max(energies) - min(energies)) / len(atoms)
     assert drift < 1e-3, f"total energy varied by {drift * 1000:.3f} meV/atom"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_default_model_physics(default_potential, seed):
+    from atomistic.testing import assert_potential_physics, random_periodic_structure
+
+    atoms = random_periodic_structure((3, 14, 32, 42), n_atoms=6, seed=seed, density=0.04)
+    assert_potential_physics(default_potential, atoms, seed=seed)

@@ -87,3 +87,18 @@ def test_shipped_default_loads_and_predicts(default_potential):
     assert set(default_potential.atomic_numbers) == {3, 14, 32, 42}
     (r,) = default_potential.predict(bulk("Si", "diamond", 5.43))
     assert -6.0 < r["energy"] / 2 < -5.0  # PBE Si cohesive scale: about -5.4 eV/atom
+
+
+def test_clebsch_gordan_constants_are_rebuilt_not_stored(tmp_path):
+    """A float32 checkpoint loaded in float64 keeps exact equivariance: e3nn's compiled
+    Clebsch-Gordan buffers are never stored, so they are rebuilt in float64."""
+    from safetensors.torch import load_file
+
+    from atomistic.testing import check_rotation, random_periodic_structure, random_rotation
+
+    save_checkpoint(small_mace(2, 2, 3, 2), tmp_path / "m", weights_dtype=torch.float32)
+    assert not [k for k in load_file(str(tmp_path / "m" / "weights.safetensors")) if "_compiled_main" in k]
+    loaded = load_potential(tmp_path / "m", dtype="float64")
+    atoms = random_periodic_structure((3, 14, 32, 42), n_atoms=6, seed=4)
+    deviation = check_rotation(loaded, atoms, random_rotation(np.random.default_rng(0)))
+    assert deviation["energy"] < 1e-12 and deviation["forces"] < 1e-12

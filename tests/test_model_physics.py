@@ -96,3 +96,15 @@ def test_config_validation():
         MACEConfig(species=(14,), num_layers=5)
     with pytest.raises(ValueError, match="correlation"):
         MACEConfig(species=(14,), correlation=0)
+
+
+def test_bad_structure_does_not_take_down_its_batch():
+    potential = small_mace()
+    good = random_periodic_structure(MLEARN_SPECIES, n_atoms=4, seed=1)
+    bad = {"numbers": [14, 14], "positions": [[0, 0, 0], [0.01, 0, 0]]}
+    results = potential.predict([good, bad, Atoms("Au", positions=[[0, 0, 0]]), good], errors="return")
+    assert "error" in results[1] and results[1]["error"].index == 1 and "apart" in str(results[1]["error"])
+    assert "error" in results[2] and "not supported" in str(results[2]["error"])
+    (alone,) = potential.predict(good)
+    for k in (0, 3):
+        assert results[k]["energy"] == pytest.approx(alone["energy"], abs=1e-10)

@@ -319,6 +319,32 @@ def to_structures(
     ]
 
 
+def to_structures_or_errors(
+    inputs: Any,
+    *,
+    supported_numbers: Iterable[int] | None = None,
+    max_atoms: int = DEFAULT_MAX_ATOMS,
+) -> list[Structure | StructureError]:
+    """Like :func:`to_structures`, but a bad structure yields its :class:`StructureError` in
+    its slot instead of failing the whole batch (files that cannot be read still raise)."""
+    items = _as_list(inputs)
+    raw: list[Any] = []
+    for item in items:
+        if isinstance(item, str | os.PathLike):
+            raw.extend(read_structures(item))
+        else:
+            raw.append(item)
+    supported = None if supported_numbers is None else tuple(supported_numbers)
+    out: list[Structure | StructureError] = []
+    for i, item in enumerate(raw):
+        try:
+            structure = as_structure(item, i)
+            out.append(validate_structure(structure, i, supported_numbers=supported, max_atoms=max_atoms))
+        except StructureError as err:
+            out.append(err)
+    return out
+
+
 def _as_list(inputs: Any) -> list[Any]:
     if isinstance(inputs, Atoms | Structure | Mapping | str | os.PathLike):
         return [inputs]

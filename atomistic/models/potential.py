@@ -10,7 +10,12 @@ import numpy as np
 import torch
 
 from atomistic import keys
-from atomistic.data.convert import DEFAULT_MAX_ATOMS, to_structures
+from atomistic.data.convert import (
+    DEFAULT_MAX_ATOMS,
+    StructureError,
+    to_structures,
+    to_structures_or_errors,
+)
 from atomistic.data.graph import (
     AtomicGraph,
     SpeciesMap,
@@ -103,19 +108,34 @@ class Potential(torch.nn.Module):
         *,
         max_atoms_per_batch: int = 4096,
         max_atoms: int = DEFAULT_MAX_ATOMS,
-    ) -> list[dict[str, np.ndarray | float]]:
+        errors: str = "raise",
+    ) -> list[dict[str, Any]]:
         """Energies (eV), per-atom energies (eV), forces (eV/Å) and stress (eV/Å³, 3x3) per structure.
 
         ``structures`` may be any input that :func:`atomistic.data.to_structures` accepts
         (one or many).  Stress is omitted for structures without a cell volume.
+
+        ``errors="raise"`` raises :class:`~atomistic.data.StructureError` for the first bad
+        structure; ``errors="return"`` puts ``{"error": StructureError}`` in a bad structure's
+        slot and still computes all the others.
         """
         unknown = set(properties) - set(keys.PROPERTIES)
         if unknown:
             raise ValueError(f"unknown properties {sorted(unknown)}; choose from {list(keys.PROPERTIES)}")
-        validated = to_structures(structures, supported_numbers=self.atomic_numbers, max_atoms=max_atoms)
-        results: list[dict[str, Any]] = [None] * len(validated)  # type: ignore[list-item]
-        for indices in batches_by_atoms(validated, max_atoms_per_batch):
-            batch = [validated[i] for i in indices]
+        if errors not in ("raise", "return"):
+            raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
+        if errors == "raise":
+            converted = list(to_structures(structures, supported_numbers=self.atomic_numbers, max_atoms=max_atoms))
+        else:
+            converted = to_structures_or_errors(structures, supported_numbers=self.atomic_numbers, max_atoms=max_atoms)
+        results: list[dict[str, Any]] = [
+            {"error": item} if isinstance(item, StructureError) else None for item in converted
+        ]  # type: ignore[misc]
+        good = [i for i, item in enumerate(converted) if not isinstance(item, StructureError)]
+        validated = [converted[i] for i in good]
+        for batch_indices in batches_by_atoms(validated, max_atoms_per_batch):
+            indices = [good[i] for i in batch_indices]
+            batch = [converted[i] for i in indices]
             graph = build_graph(batch, self.cutoff, self.species, dtype=self.dtype, device=self.device)
             outputs = self(
                 graph,

@@ -13,7 +13,7 @@ from atomistic import keys
 class LossWeights:
     energy: float = 10.0  # on energy per atom, eV/atom
     forces: float = 1.0  # on force components, eV/Å
-    stress: float = 1.0  # on stress components, in units of STRESS_UNIT (0.01 eV/Å³)
+    stress: float = 0.05  # on stress components, in units of STRESS_UNIT (0.01 eV/Å³)
     kind: str = "mse"  # "huber" or "mse"
     huber_delta: float = 0.01
 
