@@ -8,7 +8,8 @@ A checkpoint is a directory::
     <name>/MODEL_CARD.md        human-readable description (optional)
 
 Names without a path separator (``"default"``) resolve to ``checkpoints/<name>`` in the
-directory named by ``ATOMISTIC_CHECKPOINTS`` or, by default, the project's ``checkpoints/``.
+directory named by ``ATOMISTIC_CHECKPOINTS`` or, by default, the project's ``checkpoints/``;
+``checkpoints/aliases.json`` maps alias names (``default``) onto checkpoint names.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from safetensors.torch import load_file, save_file
 FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS = (1,)
 MANIFEST = "manifest.json"
+ALIASES = "aliases.json"
 WEIGHTS = "weights.safetensors"
 _PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".model", ".bin")
 
@@ -48,12 +50,21 @@ def resolve(name_or_path: str | os.PathLike) -> Path:
     if path.exists():
         return path
     if os.sep not in text and "/" not in text and not text.startswith("."):
+        text = aliases().get(text, text)
         candidate = checkpoints_dir() / text
         if candidate.exists():
             return candidate
         available = sorted(p.name for p in checkpoints_dir().glob("*") if (p / MANIFEST).exists())
         raise CheckpointError(f"no model named '{text}' in {checkpoints_dir()}; available: {available}")
     raise CheckpointError(f"checkpoint '{text}' does not exist")
+
+
+def aliases() -> dict[str, str]:
+    """Alias name → checkpoint name, from ``checkpoints/aliases.json`` (empty if absent)."""
+    path = checkpoints_dir() / ALIASES
+    if not path.exists():
+        return {}
+    return {str(k): str(v) for k, v in json.loads(path.read_text()).items()}
 
 
 def _looks_like_pickle(path: Path) -> bool:
@@ -168,8 +179,8 @@ def save_checkpoint(
         "species": list(potential.atomic_numbers),
         "cutoff": potential.cutoff,
         "e0s": {str(z): float(e) for z, e in zip(potential.atomic_numbers, head.e0s.tolist(), strict=True)},
-        "scale": float(head.scale),
-        "shift": float(head.shift),
+        "scale": head.scale.tolist(),
+        "shift": head.shift.tolist(),
         "units": potential.metadata.units,
         "weights_dtype": str(weights_dtype).replace("torch.", ""),
         "provenance": provenance if provenance is not None else potential.metadata.provenance,

@@ -71,19 +71,49 @@ def predict(
 @app.command()
 def models() -> None:
     """List the models in the checkpoints directory."""
-    from atomistic.checkpoint import MANIFEST, checkpoints_dir, read_manifest
+    from atomistic.checkpoint import MANIFEST, aliases, checkpoints_dir, read_manifest
 
     table = Table(title=f"models in {checkpoints_dir()}")
-    for column in ("name", "species", "cutoff (Å)", "encoder"):
+    for column in ("name", "aliases", "species", "cutoff (Å)", "encoder"):
         table.add_column(column)
+    alias_names: dict[str, list[str]] = {}
+    for alias, target in aliases().items():
+        alias_names.setdefault(target, []).append(alias)
     from ase.data import chemical_symbols
 
     for directory in sorted(checkpoints_dir().glob("*")):
         if (directory / MANIFEST).exists():
             m = read_manifest(directory)
-            species = " ".join(chemical_symbols[z] for z in m["species"])
-            table.add_row(directory.name, species, str(m["cutoff"]), m["architecture"]["encoder"]["name"])
+            symbols = [chemical_symbols[z] for z in sorted(m["species"])]
+            species = " ".join(symbols) if len(symbols) <= 12 else f"{len(symbols)} elements ({symbols[0]}–{symbols[-1]})"
+            table.add_row(
+                directory.name,
+                ", ".join(alias_names.get(directory.name, [])),
+                species,
+                str(m["cutoff"]),
+                m["architecture"]["encoder"]["name"],
+            )
     console.print(table)
+
+
+import_app = typer.Typer(help="Convert third-party pretrained models into atomistic checkpoints.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("sevennet")
+def import_sevennet_command(
+    name: Annotated[str, typer.Argument(help="sevennet-0 or sevennet-l3i5 (from the installed sevenn package).")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Checkpoint directory (default: checkpoints/NAME).")] = None,
+) -> None:
+    """Convert a SevenNet model shipped in the `sevenn` wheel into a safetensors checkpoint."""
+    from atomistic.checkpoint import checkpoints_dir
+    from atomistic.importers.sevennet import SevenNetImportError, import_sevennet
+
+    try:
+        path = import_sevennet(name, output or checkpoints_dir() / name)
+    except SevenNetImportError as err:
+        raise _fail(err) from None
+    typer.echo(f"wrote {path}")
 
 
 @app.command()

@@ -81,12 +81,21 @@ def test_names_resolve_to_checkpoints(tmp_path, monkeypatch):
         load_potential("nothing")
 
 
-def test_shipped_default_loads_and_predicts(default_potential):
-    manifest_metrics = default_potential.metadata.metrics
-    assert "validation" in manifest_metrics
-    assert set(default_potential.atomic_numbers) == {3, 14, 32, 42}
-    (r,) = default_potential.predict(bulk("Si", "diamond", 5.43))
-    assert -6.0 < r["energy"] / 2 < -5.0  # PBE Si cohesive scale: about -5.4 eV/atom
+def test_shipped_mlearn_small_loads_and_predicts():
+    potential = load_potential("mlearn-small")
+    assert "validation" in potential.metadata.metrics
+    assert set(potential.atomic_numbers) == {3, 14, 32, 42}
+    (r,) = potential.predict(bulk("Si", "diamond", 5.43))
+    assert -6.0 < r["energy"] / 2 < -5.0  # PBE Si: about -5.4 eV/atom
+
+
+def test_mlearn_small_physics():
+    from atomistic.testing import assert_potential_physics, random_periodic_structure
+
+    potential = load_potential("mlearn-small")
+    for seed in (0, 1):
+        atoms = random_periodic_structure((3, 14, 32, 42), n_atoms=6, seed=seed, density=0.04)
+        assert_potential_physics(potential, atoms, seed=seed)
 
 
 def test_clebsch_gordan_constants_are_rebuilt_not_stored(tmp_path):

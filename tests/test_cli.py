@@ -32,7 +32,12 @@ def test_predict_bad_model_fails_cleanly():
 
 def test_predict_bad_structure_names_it(tmp_path):
     bad = tmp_path / "bad.xyz"
-    bad.write_text("2\n\nAu 0 0 0\nAu 0 0 1\n")
+    bad.write_text("2\n\nOg 0 0 0\nOg 0 0 3\n")
     result = runner.invoke(app, ["predict", str(bad)])
     assert result.exit_code == 2
-    assert "structure 0: field 'numbers'" in result.output and "Au" in result.output
+    assert "structure 0: field 'numbers'" in result.output and "Og" in result.output
+
+
+def test_models_lists_aliases():
+    result = runner.invoke(app, ["models"])
+    assert result.exit_code == 0 and "sevennet-0" in result.output and "default" in result.output

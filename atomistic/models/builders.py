@@ -10,11 +10,13 @@ import torch
 
 from atomistic.kernels import DEFAULT_BACKEND
 from atomistic.models.encoders.mace import MACEConfig, MACEEncoder
-from atomistic.models.heads.energy import EnergyHead
+from atomistic.models.encoders.nequip import NequIPConfig, NequIPEncoder
+from atomistic.models.heads.energy import EnergyHead, LinearEnergyHead
 from atomistic.models.potential import Potential, PotentialMetadata
 
 ENCODERS: dict[str, tuple[type, Callable[..., torch.nn.Module]]] = {
     "mace": (MACEConfig, MACEEncoder),
+    "nequip": (NequIPConfig, NequIPEncoder),
 }
 
 
@@ -29,7 +31,21 @@ def build_encoder(name: str, config: dict[str, Any], kernel: str = DEFAULT_BACKE
     return encoder_cls(typed, kernel=kernel)
 
 
-def build_energy_head(encoder: torch.nn.Module, e0s=None, scale: float = 1.0, shift: float = 0.0, mlp_hidden: int = 16) -> EnergyHead:
+def build_energy_head(
+    encoder: torch.nn.Module,
+    type: str = "readout_mlp",
+    e0s=None,
+    scale: float = 1.0,
+    shift: float = 0.0,
+    mlp_hidden: int = 16,
+    hidden: int | None = None,
+) -> torch.nn.Module:
+    """``type="readout_mlp"``: :class:`EnergyHead` (per-layer linear + MLP readout, MACE);
+    ``type="linear"``: :class:`LinearEnergyHead` (two linear maps, per-species scale/shift)."""
+    if type == "linear":
+        return LinearEnergyHead(encoder.irreps_out, num_species=len(encoder.config.species), hidden=hidden)
+    if type != "readout_mlp":
+        raise ValueError(f"unknown energy head type '{type}'; use 'readout_mlp' or 'linear'")
     return EnergyHead(
         encoder.irreps_out,
         num_layers=encoder.num_layers,

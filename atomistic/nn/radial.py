@@ -8,12 +8,13 @@ import torch
 
 
 class BesselBasis(torch.nn.Module):
-    """``sqrt(2/r_c) sin(n π r / r_c) / r`` for ``n = 1 .. num_basis``.
+    """``c sin(n π r / r_c) / r`` for ``n = 1 .. num_basis``, with ``c = sqrt(2/r_c)``
+    (MACE) or ``c = 2/r_c`` (NequIP, SevenNet: ``prefactor="nequip"``).
 
     Forward: ``r [n_edges]`` Å → ``[n_edges, num_basis]``.
     """
 
-    def __init__(self, cutoff: float, num_basis: int = 8, trainable: bool = False):
+    def __init__(self, cutoff: float, num_basis: int = 8, trainable: bool = False, prefactor: str = "mace"):
         super().__init__()
         self.cutoff = float(cutoff)
         self.num_basis = int(num_basis)
@@ -22,7 +23,9 @@ class BesselBasis(torch.nn.Module):
             self.frequencies = torch.nn.Parameter(frequencies)
         else:
             self.register_buffer("frequencies", frequencies)
-        self.prefactor = math.sqrt(2.0 / self.cutoff)
+        if prefactor not in ("mace", "nequip"):
+            raise ValueError(f"prefactor must be 'mace' or 'nequip', got {prefactor!r}")
+        self.prefactor = math.sqrt(2.0 / self.cutoff) if prefactor == "mace" else 2.0 / self.cutoff
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
         r = r.unsqueeze(-1)
@@ -51,6 +54,27 @@ class PolynomialCutoff(torch.nn.Module):
             - p * (p + 1.0) / 2.0 * x ** (p + 2)
         )
         return envelope * (x < 1.0)
+
+
+class XPLORCutoff(torch.nn.Module):
+    """XPLOR switching function: 1 below ``r_on``, then
+    ``(r_c² - r²)² (r_c² + 2r² - 3r_on²) / (r_c² - r_on²)³`` down to 0 at ``r_c`` (continuous
+    value and first derivative).
+
+    Forward: ``r [n_edges]`` Å → ``[n_edges]``.
+    """
+
+    def __init__(self, cutoff: float, cutoff_on: float):
+        super().__init__()
+        if not 0 < cutoff_on < cutoff:
+            raise ValueError(f"XPLOR cutoff needs 0 < cutoff_on ({cutoff_on}) < cutoff ({cutoff})")
+        self.cutoff = float(cutoff)
+        self.cutoff_on = float(cutoff_on)
+
+    def forward(self, r: torch.Tensor) -> torch.Tensor:
+        r2, on2, c2 = r * r, self.cutoff_on**2, self.cutoff**2
+        switched = (c2 - r2) ** 2 * (c2 + 2 * r2 - 3 * on2) / (c2 - on2) ** 3
+        return torch.where(r < self.cutoff_on, torch.ones_like(r), switched) * (r < self.cutoff)
 
 
 class RadialEmbedding(torch.nn.Module):

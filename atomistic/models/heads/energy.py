@@ -26,6 +26,7 @@ class EnergyHead(torch.nn.Module):
 
     name = "energy"
     requires = (keys.NODE_FEATURES_PER_LAYER,)
+    isolated_atom_is_reference = True
 
     def __init__(
         self,
@@ -71,6 +72,44 @@ class EnergyHead(torch.nn.Module):
         readout = self.linear_readout(scalars.reshape(scalars.shape[0], -1)) + self.mlp_readout(scalars[:, -1])
         species = graph[keys.SPECIES_INDEX]
         atomic_energies = self.e0s[species] + self.shift + self.scale * readout.squeeze(-1)
+        n_systems = graph[keys.N_ATOMS].shape[0]
+        energy = torch.zeros(n_systems, dtype=atomic_energies.dtype, device=atomic_energies.device)
+        energy = energy.index_add(0, graph[keys.SYSTEM_IDX], atomic_energies)
+        return {keys.ATOMIC_ENERGIES: atomic_energies, keys.ENERGY: energy}
+
+
+class LinearEnergyHead(torch.nn.Module):
+    """NequIP/SevenNet energy head: two linear maps of the last layer's features to a scalar
+    ``ε_i``, then per-species scale and shift: ``E_i = shift[z_i] + scale[z_i] · ε_i``.
+
+    An atom without neighbours keeps non-zero features (the self-connection path), so its
+    energy is not ``shift[z]``: ``isolated_atom_is_reference`` is False.
+
+    Reads: ``node_features [n_atoms, irreps_in.dim]``.
+    Writes: ``energies [n_atoms]`` eV, ``energy [n_systems]`` eV.
+    """
+
+    name = "energy"
+    requires = (keys.NODE_FEATURES,)
+    isolated_atom_is_reference = False
+
+    def __init__(self, irreps_in: o3.Irreps, num_species: int, hidden: int | None = None):
+        super().__init__()
+        self.irreps_in = o3.Irreps(irreps_in)
+        self.hidden = int(hidden if hidden is not None else self.irreps_in.dim // 2)
+        self.readout_hidden = o3.Linear(self.irreps_in, o3.Irreps(f"{self.hidden}x0e"))
+        self.readout_out = o3.Linear(o3.Irreps(f"{self.hidden}x0e"), o3.Irreps("1x0e"))
+        self.register_buffer("e0s", torch.zeros(num_species))  # per-species shift, eV
+        self.register_buffer("scale", torch.ones(num_species))  # per-species scale, eV
+        self.register_buffer("shift", torch.tensor(0.0))  # global shift (kept 0), eV
+
+    def config(self) -> dict[str, Any]:
+        return {"type": "linear", "hidden": self.hidden}
+
+    def forward(self, graph: AtomicGraph, outputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        readout = self.readout_out(self.readout_hidden(outputs[keys.NODE_FEATURES])).squeeze(-1)
+        species = graph[keys.SPECIES_INDEX]
+        atomic_energies = self.e0s[species] + self.shift + self.scale[species] * readout
         n_systems = graph[keys.N_ATOMS].shape[0]
         energy = torch.zeros(n_systems, dtype=atomic_energies.dtype, device=atomic_energies.device)
         energy = energy.index_add(0, graph[keys.SYSTEM_IDX], atomic_energies)

@@ -1,7 +1,7 @@
-"""Evaluate checkpoints/default on its held-out validation split (per element) and write
+"""Evaluate checkpoints/mlearn-small on its held-out validation split (per element) and write
 its MODEL_CARD.md from the manifest and these measurements.
 
-    python scripts/default_model_card.py [--checkpoint checkpoints/default]
+    python scripts/mlearn_small_model_card.py [--checkpoint checkpoints/mlearn-small]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from train_default import ELEMENTS, split  # noqa: E402
+from train_mlearn_small import ELEMENTS, split  # noqa: E402
 
 from atomistic import load_potential  # noqa: E402
 from atomistic.data.datasets import read_mlearn_json  # noqa: E402
@@ -45,7 +45,7 @@ def evaluate(potential, structures) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--checkpoint", default=str(ROOT / "checkpoints" / "default"))
+    parser.add_argument("--checkpoint", default=str(ROOT / "checkpoints" / "mlearn-small"))
     parser.add_argument("--data", default=str(ROOT / "data" / "mlearn"))
     args = parser.parse_args()
     checkpoint = Path(args.checkpoint)
@@ -64,10 +64,10 @@ def main() -> None:
         )
     hp = manifest["provenance"]["hyperparameters"]
     encoder = manifest["architecture"]["encoder"]["config"]
-    card = f"""# Model card: `default`
+    card = f"""# Model card: `mlearn-small`
 
 A small MACE-class equivariant potential for **Li, Si, Ge and Mo**, trained on the mlearn
-DFT data. It is the project's built-in model for examples and end-to-end tests; it is not a
+DFT data. It is the project's small model for examples and fast end-to-end tests; it is not a
 universal potential and should not be used for other elements (they are rejected) or for
 chemistry far from the training data (mixtures of these elements were never seen).
 
@@ -92,7 +92,7 @@ Training: {hp["epochs"]} epochs, batch {hp["batch_size"]} structures, AdamW with
 stress ({json.dumps(hp["training"]["loss"])}). Best validation epoch: {manifest["provenance"]["epoch"]}.
 Weights stored in {manifest["weights_dtype"]}; evaluation below in float64.
 
-## Held-out validation metrics (measured by `scripts/default_model_card.py`)
+## Held-out validation metrics (measured by `scripts/mlearn_small_model_card.py`)
 
 | element | structures | energy MAE (meV/atom) | force MAE (eV/Å) | force RMSE (eV/Å) | stress MAE (GPa) |
 |---|---|---|---|---|---|

@@ -1,6 +1,6 @@
-"""Train the small shipped ``default`` model on the bundled mlearn data (Si, Ge, Li, Mo).
+"""Train the small shipped ``mlearn-small`` model on the bundled mlearn data (Si, Ge, Li, Mo).
 
-    python scripts/train_default.py --run-dir runs/default --out checkpoints/default
+    python scripts/train_default.py --run-dir runs/default --out checkpoints/mlearn-small
 
 Resumable: run the same command again to continue from ``run-dir/state.pt``.
 The validation split (10 % of each element's training file, seeded) is never trained on.
@@ -42,7 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default=str(ROOT / "data" / "mlearn"))
     parser.add_argument("--run-dir", default=str(ROOT / "runs" / "default"))
-    parser.add_argument("--out", default=str(ROOT / "checkpoints" / "default"))
+    parser.add_argument("--out", default=str(ROOT / "checkpoints" / "mlearn-small"))
     parser.add_argument("--epochs", type=int, default=60)
     parser.add_argument("--max-hours", type=float, default=None)
     parser.add_argument("--channels", type=int, default=16)
@@ -79,7 +79,7 @@ def main() -> None:
         radial_hidden=(32, 32),
         avg_num_neighbors=round(avg_nn, 4),
     )
-    potential = build_potential(mace_architecture(config), name="default", dtype=torch.float32)
+    potential = build_potential(mace_architecture(config), name="mlearn-small", dtype=torch.float32)
     head = potential.heads["energy"]
     head.e0s.copy_(torch.as_tensor(e0s, dtype=head.e0s.dtype))
     head.scale.fill_(scale)

@@ -1,0 +1,1 @@
+"""Explicit, one-time conversion of third-party checkpoints into atomistic checkpoints."""
