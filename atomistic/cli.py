@@ -96,6 +96,54 @@ def models() -> None:
     console.print(table)
 
 
+@app.command("eval")
+def evaluate_command(
+    model: Annotated[str, typer.Argument(help="Model name or checkpoint directory.")],
+    data: Annotated[list[Path], typer.Argument(help="Labelled files: extxyz or mlearn JSON.")],
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    dtype: Annotated[str, typer.Option(help="float64 or float32.")] = "float64",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Energy (meV/atom), force (eV/Å) and stress (GPa) errors per file and overall."""
+    from atomistic.checkpoint import load_potential
+    from atomistic.data.convert import read_structures
+    from atomistic.training.metrics import ErrorAccumulator, evaluate
+
+    try:
+        potential = load_potential(model, device=device, dtype=dtype)
+        overall = ErrorAccumulator()
+        per_file = {}
+        for path in data:
+            errors = evaluate(potential, read_structures(path))
+            per_file[str(path)] = errors.summary()
+            overall.extend(errors)
+    except (ValueError, FileNotFoundError) as err:
+        raise _fail(err) from None
+    result = {**overall.summary(), "per_file": per_file}
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table(title=f"model '{potential.metadata.name}' ({dtype})")
+    columns = ("file", "structures", "E MAE (meV/atom)", "E RMSE (meV/atom)", "F MAE (eV/Å)", "F RMSE (eV/Å)", "S MAE (GPa)")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "file" else "right")
+
+    def fmt(value, digits):
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    for name, m in [*per_file.items(), ("overall", result)]:
+        table.add_row(
+            name,
+            str(m["n_structures"]),
+            fmt(m["energy_mae_mev_per_atom"], 2),
+            fmt(m["energy_rmse_mev_per_atom"], 2),
+            fmt(m["force_mae_ev_per_ang"], 4),
+            fmt(m["force_rmse_ev_per_ang"], 4),
+            fmt(m["stress_mae_gpa"], 3),
+        )
+    console.print(table)
+
+
 import_app = typer.Typer(help="Convert third-party pretrained models into atomistic checkpoints.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from atomistic.cli import app
@@ -41,3 +43,29 @@ def test_predict_bad_structure_names_it(tmp_path):
 def test_models_lists_aliases():
     result = runner.invoke(app, ["models"])
     assert result.exit_code == 0 and "sevennet-0" in result.output and "default" in result.output
+
+
+def test_eval_json_per_file_and_missing_labels(tmp_path):
+    import numpy as np
+
+    from atomistic import load_potential
+    from atomistic.data import read_mlearn_json
+
+    from .paths import DATA
+
+    records = json.loads((DATA / "mlearn" / "Li" / "training.json").read_text())[:3]
+    sample = tmp_path / "li.json"
+    sample.write_text(json.dumps(records))
+    unlabeled = Path(__file__).resolve().parent.parent / "atomistic" / "examples" / "structures.extxyz"
+    result = runner.invoke(app, ["eval", "mlearn-small", str(sample), str(unlabeled), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    keys = {"energy_mae_mev_per_atom", "energy_rmse_mev_per_atom", "force_mae_ev_per_ang",
+            "force_rmse_ev_per_ang", "stress_mae_gpa", "n_structures"}
+    assert keys <= set(report) and set(report["per_file"]) == {str(sample), str(unlabeled)}
+    assert report["per_file"][str(unlabeled)]["energy_mae_mev_per_atom"] is None  # no labels: skipped
+    assert report["n_structures"] == 6
+    structures = read_mlearn_json(sample)
+    predictions = load_potential("mlearn-small").predict(structures)
+    expected = 1000 * np.mean([abs(p["energy"] - s.labels["energy"]) / len(s) for s, p in zip(structures, predictions, strict=True)])
+    assert report["energy_mae_mev_per_atom"] == pytest.approx(expected, rel=1e-9)

@@ -45,7 +45,7 @@ def structures():
     [
         ("sevennet-0", torch.float64, 1e-6, 1e-5, 1e-6),
         ("sevennet-0", torch.float32, None, None, None),
-        pytest.param("sevennet-l3i5", torch.float64, 1e-6, 1e-5, 1e-6, marks=pytest.mark.slow),
+        ("sevennet-l3i5", torch.float64, 1e-6, 1e-5, 1e-6),
     ],
 )
 def test_parity_with_sevenn(structures, name, dtype, e_tol, f_tol, s_tol):

@@ -48,9 +48,12 @@ class AtomisticCalculator(Calculator):
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)
-        want_stress = "stress" in properties
-        if want_stress and not (self.atoms.pbc.any() and self.atoms.cell.volume > 1e-12):
+        has_volume = bool(self.atoms.pbc.any() and self.atoms.cell.volume > 1e-12)
+        if "stress" in properties and not has_volume:
             raise PropertyNotImplementedError("stress needs a periodic structure with a non-zero cell volume")
+        # stress comes from the same backward pass as the forces: compute it whenever it is
+        # defined, so a later get_stress() does not re-evaluate the model
+        want_stress = has_volume
         requested = [keys.ENERGY, keys.ATOMIC_ENERGIES, keys.FORCES] + ([keys.STRESS] if want_stress else [])
         result = self.potential.predict(self.atoms, properties=requested)[0]
         self.results = {
