@@ -96,6 +96,23 @@ def models() -> None:
     console.print(table)
 
 
+@app.command()
+def train(
+    config: Annotated[Path, typer.Argument(help="Training config (YAML or TOML); see atomistic.training.config.")],
+    resume: Annotated[bool, typer.Option(help="Continue the run in the config's run_dir.")] = False,
+    init: Annotated[str | None, typer.Option(help="Start from this checkpoint (fine-tuning).")] = None,
+    stop_after_epochs: Annotated[int | None, typer.Option(help="Stop (resumably) after this many epochs in this call.")] = None,
+) -> None:
+    """Train a model; checkpoints, metrics.jsonl and parity plots are written as it goes."""
+    from atomistic.training.config import load_config
+    from atomistic.training.run import train as run_training
+
+    try:
+        run_training(load_config(config), resume=resume, init=init, stop_after_epochs=stop_after_epochs, log=console.print)
+    except (ValueError, FileNotFoundError) as err:
+        raise _fail(err) from None
+
+
 @app.command("eval")
 def evaluate_command(
     model: Annotated[str, typer.Argument(help="Model name or checkpoint directory.")],

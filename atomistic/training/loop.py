@@ -36,6 +36,10 @@ class TrainingConfig:
     loss: LossWeights = dataclasses.field(default_factory=LossWeights)
     eval_every: int = 1
     max_hours: float | None = None  # stop (resumably) after this much wall time
+    schedule: str = "cosine"  # cosine (with warm-up) | plateau
+    plateau_factor: float = 0.5
+    plateau_patience: int = 5
+    early_stopping_patience: int | None = None  # epochs without a better validation score
 
 
 class Trainer:
@@ -69,14 +73,20 @@ class Trainer:
         self.epoch = 0
         self.step = 0
         self.best_valid = math.inf
+        self.epochs_since_best = 0
+        self.plateau_scale = 1.0  # plateau schedule: current multiple of the base rate
+        self.plateau_bad_epochs = 0
         self.rng = np.random.default_rng(config.seed)
 
-    def _pre_batch(self, structures: Sequence[Structure]) -> list[list[dict[str, torch.Tensor]]]:
-        """One graph per structure, built once (neighbour lists are the slow part)."""
-        return [
-            build_graph([s], self.potential.cutoff, self.potential.species, dtype=self.dtype, with_labels=True)
-            for s in structures
-        ]
+    def _pre_batch(self, structures: Sequence[Structure]) -> list[dict[str, torch.Tensor]]:
+        """One graph per structure, built once (neighbour lists are the slow part); the
+        structure's loss weight (``info["loss_weight"]``, default 1) rides along."""
+        graphs = []
+        for s in structures:
+            graph = build_graph([s], self.potential.cutoff, self.potential.species, dtype=self.dtype, with_labels=True)
+            graph["loss_weight"] = torch.tensor([float(s.info.get("loss_weight", 1.0))], dtype=self.dtype)
+            graphs.append(graph)
+        return graphs
 
     @staticmethod
     def _collate(graphs: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -97,6 +107,9 @@ class Trainer:
 
     def learning_rate(self, epoch_fraction: float) -> float:
         c = self.config
+        if c.schedule == "plateau":
+            warm = min(1.0, 0.1 + 0.9 * epoch_fraction / max(c.warmup_epochs, 1e-9)) if c.warmup_epochs else 1.0
+            return c.learning_rate * warm * self.plateau_scale
         if epoch_fraction < c.warmup_epochs:
             return c.learning_rate * (0.1 + 0.9 * epoch_fraction / max(c.warmup_epochs, 1e-9))
         progress = (epoch_fraction - c.warmup_epochs) / max(c.epochs - c.warmup_epochs, 1e-9)
@@ -168,6 +181,9 @@ class Trainer:
             "epoch": self.epoch,
             "step": self.step,
             "best_valid": self.best_valid,
+            "epochs_since_best": self.epochs_since_best,
+            "plateau_scale": self.plateau_scale,
+            "plateau_bad_epochs": self.plateau_bad_epochs,
             "rng": self.rng.bit_generator.state,
         }
 
@@ -187,11 +203,32 @@ class Trainer:
         self.ema.load_state_dict(state["ema"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch, self.step, self.best_valid = state["epoch"], state["step"], state["best_valid"]
+        self.epochs_since_best = state["epochs_since_best"]
+        self.plateau_scale = state["plateau_scale"]
+        self.plateau_bad_epochs = state["plateau_bad_epochs"]
         self.rng.bit_generator.state = state["rng"]
         return True
 
-    def fit(self, on_best=None, log=print) -> dict[str, float]:
+    def _after_validation(self, score: float) -> bool:
+        """Update best score, plateau schedule and early stopping; True if improved."""
+        improved = score < self.best_valid
+        if improved:
+            self.best_valid = score
+            self.epochs_since_best = 0
+            self.plateau_bad_epochs = 0
+        else:
+            self.epochs_since_best += 1
+            self.plateau_bad_epochs += 1
+            if self.config.schedule == "plateau" and self.plateau_bad_epochs >= self.config.plateau_patience:
+                self.plateau_scale *= self.config.plateau_factor
+                self.plateau_bad_epochs = 0
+        return improved
+
+    def fit(self, on_best=None, log=print, stop_after_epochs: int | None = None) -> dict[str, float]:
+        """Train until ``config.epochs`` (or early stopping, the time budget, or
+        ``stop_after_epochs`` more epochs in this call); state is saved after every epoch."""
         start = time.time()
+        first_epoch = self.epoch
         metrics_path = self.run_dir / "metrics.jsonl"
         last: dict[str, float] = {}
         while self.epoch < self.config.epochs:
@@ -202,10 +239,8 @@ class Trainer:
                 valid = self.evaluate()
                 record["valid"] = valid
                 score = valid["energy_mae_mev_per_atom"] / 5.0 + valid["force_mae_ev_per_ang"] / 0.05
-                if score < self.best_valid:
-                    self.best_valid = score
-                    if on_best is not None:
-                        on_best(self.ema, valid)
+                if self._after_validation(score) and on_best is not None:
+                    on_best(self.ema, valid)
                 last = valid
             record["seconds"] = time.time() - t0
             with open(metrics_path, "a") as fh:
@@ -221,5 +256,11 @@ class Trainer:
             )
             if self.config.max_hours is not None and elapsed > self.config.max_hours * 3600:
                 log("time budget reached; resume with the same run directory")
+                break
+            patience = self.config.early_stopping_patience
+            if patience is not None and self.epochs_since_best >= patience:
+                log(f"early stopping: no better validation score for {patience} epochs")
+                break
+            if stop_after_epochs is not None and self.epoch - first_epoch >= stop_after_epochs:
                 break
         return last

@@ -1,0 +1,203 @@
+"""Typed, validated training configuration (YAML or TOML). Every option and its default:
+
+```yaml
+seed: 0                      # split, shuffling and initialisation
+dtype: float32               # float32 | float64
+run_dir: runs/my-model       # state.pt (resume), metrics.jsonl, parity plots
+output: checkpoints/my-model # best model (EMA weights), written as training goes
+epochs: 100
+batch_size: 4                # structures per optimisation step
+data:
+  train:                     # extxyz or mlearn JSON files, each with a loss weight
+    - {path: data/mlearn/Si/training.json, weight: 1.0}
+  valid: []                  # separate validation files; if empty, a split of train
+  valid_fraction: 0.1        # seeded split of each training file
+  isolated_atoms: null       # extxyz of single atoms: E0s from it (else least squares)
+model:
+  encoder: mace              # the encoder; its fields below (see MACEConfig)
+  cutoff: 5.0
+  channels: 16
+  max_ell: 2
+  hidden_lmax: 1
+  num_layers: 2
+  correlation: 3
+  num_bessel: 8
+  envelope_exponent: 6
+  radial_hidden: [32, 32]
+  energy_mlp_hidden: 16
+loss:
+  energy: 10.0               # weight of the energy-per-atom term (eV/atom)
+  forces: 1.0                # weight of the force term (eV/Å)
+  stress: 0.05               # weight of the stress term (units of 0.01 eV/Å³)
+  kind: mse                  # mse | huber
+  huber_delta: 0.01
+optimizer:
+  learning_rate: 0.01
+  weight_decay: 5.0e-7
+  ema_decay: 0.99
+  grad_clip: 10.0
+schedule:
+  kind: cosine               # cosine (with warm-up) | plateau
+  warmup_epochs: 2
+  min_lr_ratio: 0.02         # cosine floor, as a fraction of learning_rate
+  plateau_factor: 0.5        # plateau: multiply the rate by this ...
+  plateau_patience: 5        # ... after this many epochs without improvement
+early_stopping_patience: 30  # stop after this many epochs without a better validation score
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A training configuration that is malformed; the message names the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFile:
+    path: str
+    weight: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    train: tuple[DataFile, ...]
+    valid: tuple[DataFile, ...] = ()
+    valid_fraction: float = 0.1
+    isolated_atoms: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    encoder: str = "mace"
+    cutoff: float = 5.0
+    channels: int = 16
+    max_ell: int = 2
+    hidden_lmax: int = 1
+    num_layers: int = 2
+    correlation: int = 3
+    num_bessel: int = 8
+    envelope_exponent: int = 6
+    radial_hidden: tuple[int, ...] = (32, 32)
+    energy_mlp_hidden: int = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+    energy: float = 10.0
+    forces: float = 1.0
+    stress: float = 0.05
+    kind: str = "mse"
+    huber_delta: float = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    learning_rate: float = 0.01
+    weight_decay: float = 5e-7
+    ema_decay: float = 0.99
+    grad_clip: float = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleConfig:
+    kind: str = "cosine"
+    warmup_epochs: int = 2
+    min_lr_ratio: float = 0.02
+    plateau_factor: float = 0.5
+    plateau_patience: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    data: DataConfig
+    seed: int = 0
+    dtype: str = "float32"
+    run_dir: str = "runs/model"
+    output: str = "checkpoints/model"
+    epochs: int = 100
+    batch_size: int = 4
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    loss: LossConfig = dataclasses.field(default_factory=LossConfig)
+    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
+    early_stopping_patience: int = 30
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+
+def _build(cls, raw: Any, where: str):
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown option(s) {unknown}; allowed: {sorted(fields)}")
+    values = {}
+    for name, value in raw.items():
+        field = fields[name]
+        nested = {"data": DataConfig, "model": ModelConfig, "loss": LossConfig, "optimizer": OptimizerConfig, "schedule": ScheduleConfig}
+        if cls is TrainConfig and name in nested:
+            values[name] = _build(nested[name], value, f"{where}.{name}" if where else name)
+        elif cls is DataConfig and name in ("train", "valid"):
+            if not isinstance(value, list):
+                raise ConfigError(f"data.{name}: expected a list of files")
+            files = []
+            for k, item in enumerate(value):
+                item = {"path": item} if isinstance(item, str) else item
+                files.append(_build(DataFile, item, f"data.{name}[{k}]"))
+            values[name] = tuple(files)
+        else:
+            values[name] = tuple(value) if isinstance(value, list) else value
+        del field
+    try:
+        return cls(**values)
+    except TypeError as err:
+        raise ConfigError(f"{where or 'config'}: {err}") from None
+
+
+def _check(config: TrainConfig) -> TrainConfig:
+    rules = [
+        (config.dtype in ("float32", "float64"), "dtype", "must be float32 or float64"),
+        (config.epochs >= 1, "epochs", "must be >= 1"),
+        (config.batch_size >= 1, "batch_size", "must be >= 1"),
+        (len(config.data.train) >= 1, "data.train", "needs at least one file"),
+        (0.0 <= config.data.valid_fraction < 1.0, "data.valid_fraction", "must be in [0, 1)"),
+        (config.model.encoder == "mace", "model.encoder", "only 'mace' is trainable here"),
+        (config.loss.kind in ("mse", "huber"), "loss.kind", "must be mse or huber"),
+        (config.schedule.kind in ("cosine", "plateau"), "schedule.kind", "must be cosine or plateau"),
+        (config.optimizer.learning_rate > 0, "optimizer.learning_rate", "must be positive"),
+        (all(f.weight >= 0 for f in config.data.train), "data.train[].weight", "must be >= 0"),
+    ]
+    for ok, field, reason in rules:
+        if not ok:
+            raise ConfigError(f"{field}: {reason}")
+    if not config.data.valid and config.data.valid_fraction == 0.0:
+        raise ConfigError("data.valid_fraction: must be > 0 when no data.valid files are given")
+    return config
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Read and validate a YAML (``.yaml``/``.yml``) or TOML (``.toml``) training config."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"no such config file: '{path}'")
+    text = path.read_text()
+    if path.suffix == ".toml":
+        raw = tomllib.loads(text)
+    elif path.suffix in (".yaml", ".yml"):
+        raw = yaml.safe_load(text) or {}
+    else:
+        raise ConfigError(f"'{path}': config must be .yaml, .yml or .toml")
+    if "data" not in raw:
+        raise ConfigError("data: section is required")
+    return _check(_build(TrainConfig, raw, ""))

@@ -1,0 +1,178 @@
+"""``atomistic train CONFIG``: data → statistics → model → resumable training → checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from atomistic.data.convert import Structure
+from atomistic.data.datasets import read_labelled
+from atomistic.training.config import ConfigError, TrainConfig
+from atomistic.training.loop import Trainer, TrainingConfig
+from atomistic.training.losses import LossWeights
+from atomistic.training.statistics import average_num_neighbors, force_rms, least_squares_e0s
+
+
+def _read_files(files, seed: int, valid_fraction: float | None) -> tuple[list[Structure], list[Structure]]:
+    """Read files with their loss weights; split each one (seeded) when a fraction is given."""
+    train, valid = [], []
+    for k, entry in enumerate(files):
+        structures = [
+            dataclasses.replace(s, info={**s.info, "loss_weight": entry.weight}) for s in read_labelled(entry.path)
+        ]
+        if valid_fraction:
+            order = np.random.default_rng(seed + k).permutation(len(structures))
+            n_valid = max(1, round(valid_fraction * len(structures)))
+            valid += [structures[i] for i in order[:n_valid]]
+            train += [structures[i] for i in order[n_valid:]]
+        else:
+            train += structures
+    return train, valid
+
+
+def isolated_atom_energies(path: str) -> dict[int, float]:
+    """E0 per element from a file of single-atom structures with energies (eV)."""
+    energies = {}
+    for s in read_labelled(path):
+        if len(s) == 1 and "energy" in s.labels:
+            energies[int(s.numbers[0])] = float(s.labels["energy"])
+    if not energies:
+        raise ConfigError(f"data.isolated_atoms: '{path}' holds no single-atom structures with energies")
+    return energies
+
+
+def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict[str, Any]]:
+    data = config.data
+    train, valid = _read_files(data.train, config.seed, None if data.valid else data.valid_fraction)
+    if data.valid:
+        valid, _ = _read_files(data.valid, config.seed, None)
+    species = tuple(sorted({int(z) for s in train for z in s.numbers}))
+    if data.isolated_atoms:
+        table = isolated_atom_energies(data.isolated_atoms)
+        missing = [z for z in species if z not in table]
+        if missing:
+            raise ConfigError(f"data.isolated_atoms: no energy for atomic numbers {missing}")
+        e0s = np.array([table[z] for z in species])
+        e0_method = f"isolated atoms ({data.isolated_atoms})"
+    else:
+        e0s = least_squares_e0s(train, species)
+        e0_method = "least squares on training energies"
+    stats = {
+        "species": species,
+        "e0s": e0s,
+        "e0_method": e0_method,
+        "avg_num_neighbors": average_num_neighbors(train, config.model.cutoff),
+        "scale": force_rms(train),
+    }
+    return train, valid, stats
+
+
+def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
+    from atomistic.checkpoint import load_potential
+    from atomistic.models.builders import build_potential, mace_architecture
+    from atomistic.models.encoders.mace import MACEConfig
+
+    dtype = torch.float32 if config.dtype == "float32" else torch.float64
+    name = Path(config.output).name
+    if init is not None:
+        potential = load_potential(init, dtype=dtype)
+        new = sorted(set(stats["species"]) - set(potential.atomic_numbers))
+        if new:
+            raise ConfigError(
+                f"--init: the data has elements {new} that {init} does not know; fine-tuning onto new elements is not supported yet"
+            )
+        for p in potential.parameters():
+            p.requires_grad_(True)
+        potential.train()
+        potential.metadata.name = name
+        return potential
+    m = config.model
+    encoder_config = MACEConfig(
+        species=stats["species"],
+        cutoff=m.cutoff,
+        num_bessel=m.num_bessel,
+        envelope_exponent=m.envelope_exponent,
+        max_ell=m.max_ell,
+        channels=m.channels,
+        hidden_lmax=m.hidden_lmax,
+        num_layers=m.num_layers,
+        correlation=m.correlation,
+        radial_hidden=m.radial_hidden,
+        avg_num_neighbors=round(float(stats["avg_num_neighbors"]), 4),
+    )
+    torch.manual_seed(config.seed)
+    potential = build_potential(mace_architecture(encoder_config, m.energy_mlp_hidden), name=name, dtype=dtype)
+    head = potential.heads["energy"]
+    head.e0s.copy_(torch.as_tensor(stats["e0s"], dtype=head.e0s.dtype))
+    head.scale.fill_(float(stats["scale"]))
+    return potential
+
+
+def train(config: TrainConfig, *, resume: bool = False, init: str | None = None, stop_after_epochs: int | None = None, log=print) -> dict[str, Any]:
+    """Run (or resume) training; returns the last validation metrics."""
+    from atomistic.checkpoint import load_potential, save_checkpoint
+    from atomistic.training.plots import parity_plots
+
+    run_dir = Path(config.run_dir)
+    if (run_dir / "state.pt").exists() and not resume:
+        raise ConfigError(f"run_dir '{run_dir}' already holds a run; pass --resume to continue it or choose another run_dir")
+    if resume and not (run_dir / "state.pt").exists():
+        raise ConfigError(f"--resume: no state.pt in '{run_dir}'")
+    torch.manual_seed(config.seed)
+    train_set, valid_set, stats = prepare(config)
+    potential = build_model(config, stats, init)
+    loop_config = TrainingConfig(
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        learning_rate=config.optimizer.learning_rate,
+        weight_decay=config.optimizer.weight_decay,
+        warmup_epochs=config.schedule.warmup_epochs,
+        min_lr_ratio=config.schedule.min_lr_ratio,
+        ema_decay=config.optimizer.ema_decay,
+        grad_clip=config.optimizer.grad_clip,
+        seed=config.seed,
+        loss=LossWeights(**dataclasses.asdict(config.loss)),
+        schedule=config.schedule.kind,
+        plateau_factor=config.schedule.plateau_factor,
+        plateau_patience=config.schedule.plateau_patience,
+        early_stopping_patience=config.early_stopping_patience,
+    )
+    trainer = Trainer(potential, train_set, valid_set, loop_config, run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    if resume:
+        trainer.load_state()
+        log(f"resumed at epoch {trainer.epoch}")
+    log(
+        f"{len(train_set)} training / {len(valid_set)} validation structures; species {list(stats['species'])}; "
+        f"avg neighbours {stats['avg_num_neighbors']:.2f}; parameters {sum(p.numel() for p in potential.parameters())}"
+    )
+    started = time.time()
+
+    def on_best(model, metrics):
+        provenance = {
+            "training_data": [dataclasses.asdict(f) for f in config.data.train],
+            "validation": "seeded split" if not config.data.valid else [dataclasses.asdict(f) for f in config.data.valid],
+            "n_train": len(train_set),
+            "n_valid": len(valid_set),
+            "e0s_method": stats["e0_method"],
+            "config": config.to_dict(),
+            "init": init,
+            "epoch": trainer.epoch,
+            "trained": time.strftime("%Y-%m-%d"),
+        }
+        save_checkpoint(model, config.output, provenance=provenance, metrics={"validation": metrics})
+
+    last = trainer.fit(on_best=on_best, log=log, stop_after_epochs=stop_after_epochs)
+    if trainer.epoch >= config.epochs or trainer.epochs_since_best >= config.early_stopping_patience:
+        best = load_potential(config.output, dtype=config.dtype)
+        for path in parity_plots(best, valid_set, run_dir):
+            log(f"wrote {path}")
+    log(f"{time.time() - started:.0f} s this run; best model in {config.output}")
+    return last

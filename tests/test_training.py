@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from atomistic.cli import app
+from atomistic.training.config import ConfigError, load_config
+
+from .paths import DATA
+
+runner = CliRunner()
+
+
+def _config(tmp_path, name: str, epochs: int = 2) -> str:
+    for element in ("Li", "Si"):
+        records = json.loads((DATA / "mlearn" / element / "training.json").read_text())[:8]
+        (tmp_path / f"{element}.json").write_text(json.dumps(records))
+    text = f"""
+seed: 3
+dtype: float64
+run_dir: {tmp_path / 'runs' / name}
+output: {tmp_path / 'out' / name}
+epochs: {epochs}
+batch_size: 4
+data:
+  train:
+    - {{path: {tmp_path / 'Li.json'}, weight: 1.0}}
+    - {{path: {tmp_path / 'Si.json'}, weight: 2.0}}
+  valid_fraction: 0.25
+model: {{cutoff: 4.0, channels: 4, max_ell: 1, hidden_lmax: 1, num_layers: 1, correlation: 2, radial_hidden: [8]}}
+schedule: {{kind: cosine, warmup_epochs: 1}}
+"""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_resume_matches_uninterrupted_run(tmp_path):
+    straight = _config(tmp_path, "straight")
+    result = runner.invoke(app, ["train", straight])
+    assert result.exit_code == 0, result.output
+    interrupted = _config(tmp_path, "interrupted")
+    result = runner.invoke(app, ["train", interrupted, "--stop-after-epochs", "1"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["train", interrupted])
+    assert result.exit_code == 2 and "--resume" in result.output  # refuses to overwrite a run
+    result = runner.invoke(app, ["train", interrupted, "--resume"])
+    assert result.exit_code == 0, result.output
+    a = torch.load(tmp_path / "runs" / "straight" / "state.pt", weights_only=True)
+    b = torch.load(tmp_path / "runs" / "interrupted" / "state.pt", weights_only=True)
+    assert a["epoch"] == b["epoch"] == 2
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    wa = load_file(str(tmp_path / "out" / "straight" / "weights.safetensors"))
+    wb = load_file(str(tmp_path / "out" / "interrupted" / "weights.safetensors"))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    lines = (tmp_path / "runs" / "straight" / "metrics.jsonl").read_text().strip().splitlines()
+    assert len(lines) == 2 and "valid" in json.loads(lines[-1])
+    assert (tmp_path / "runs" / "straight" / "parity_forces.png").exists()
+    result = runner.invoke(app, ["eval", str(tmp_path / "out" / "straight"), str(tmp_path / "Li.json"), "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["n_structures"] == 8
+
+
+def test_config_errors_name_the_field(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("data: {train: [a.json]}\nepochs: 0\n")
+    with pytest.raises(ConfigError, match="epochs: must be >= 1"):
+        load_config(path)
+    path.write_text("data: {train: [a.json]}\nlearning_rate: 1\n")
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['learning_rate'\]"):
+        load_config(path)
+    path.write_text("data: {train: [a.json]}\nloss: {kind: l1}\n")
+    with pytest.raises(ConfigError, match="loss.kind"):
+        load_config(path)
+    toml = tmp_path / "ok.toml"
+    toml.write_text('epochs = 3\n[data]\ntrain = [{path = "a.json", weight = 0.5}]\n')
+    config = load_config(toml)
+    assert config.epochs == 3 and config.data.train[0].weight == 0.5
