@@ -292,6 +292,17 @@ def as_structure(obj: Any, index: int | None = None) -> Structure:
     )
 
 
+def _expand_inputs(inputs: Any) -> list[Any]:
+    """One item per structure: files are read (each may hold many), other items kept."""
+    items: list[Any] = []
+    for item in _as_list(inputs):
+        if isinstance(item, str | os.PathLike):
+            items.extend(read_structures(item))
+        else:
+            items.append(item)
+    return items
+
+
 def to_structures(
     inputs: Any,
     *,
@@ -305,17 +316,10 @@ def to_structures(
     files (extxyz, xyz, CIF, POSCAR, mlearn JSON); a file may hold many structures.
     Raises :class:`StructureError` naming the index of the first bad structure.
     """
-    items = _as_list(inputs)
-    structures: list[Structure] = []
-    for item in items:
-        if isinstance(item, str | os.PathLike):
-            structures.extend(read_structures(item))
-        else:
-            structures.append(as_structure(item, len(structures)))
     supported = None if supported_numbers is None else tuple(supported_numbers)
     return [
-        validate_structure(s, i, supported_numbers=supported, max_atoms=max_atoms)
-        for i, s in enumerate(structures)
+        validate_structure(as_structure(item, i), i, supported_numbers=supported, max_atoms=max_atoms)
+        for i, item in enumerate(_expand_inputs(inputs))
     ]
 
 
@@ -327,19 +331,11 @@ def to_structures_or_errors(
 ) -> list[Structure | StructureError]:
     """Like :func:`to_structures`, but a bad structure yields its :class:`StructureError` in
     its slot instead of failing the whole batch (files that cannot be read still raise)."""
-    items = _as_list(inputs)
-    raw: list[Any] = []
-    for item in items:
-        if isinstance(item, str | os.PathLike):
-            raw.extend(read_structures(item))
-        else:
-            raw.append(item)
     supported = None if supported_numbers is None else tuple(supported_numbers)
     out: list[Structure | StructureError] = []
-    for i, item in enumerate(raw):
+    for i, item in enumerate(_expand_inputs(inputs)):
         try:
-            structure = as_structure(item, i)
-            out.append(validate_structure(structure, i, supported_numbers=supported, max_atoms=max_atoms))
+            out.append(validate_structure(as_structure(item, i), i, supported_numbers=supported, max_atoms=max_atoms))
         except StructureError as err:
             out.append(err)
     return out

@@ -20,14 +20,15 @@ from atomistic.training.statistics import average_num_neighbors, force_rms, leas
 
 
 def _read_files(files, seed: int, valid_fraction: float | None) -> tuple[list[Structure], list[Structure]]:
-    """Read files with their loss weights; split each one (seeded) when a fraction is given."""
+    """Read files with their loss weights; split each one (seeded, the same generator state
+    for every file) when a fraction is given."""
     train, valid = [], []
-    for k, entry in enumerate(files):
+    for entry in files:
         structures = [
             dataclasses.replace(s, info={**s.info, "loss_weight": entry.weight}) for s in read_labelled(entry.path)
         ]
         if valid_fraction:
-            order = np.random.default_rng(seed + k).permutation(len(structures))
+            order = np.random.default_rng(seed).permutation(len(structures))
             n_valid = max(1, round(valid_fraction * len(structures)))
             valid += [structures[i] for i in order[:n_valid]]
             train += [structures[i] for i in order[n_valid:]]
