@@ -80,3 +80,36 @@ def test_config_errors_name_the_field(tmp_path):
     toml.write_text('epochs = 3\n[data]\ntrain = [{path = "a.json", weight = 0.5}]\n')
     config = load_config(toml)
     assert config.epochs == 3 and config.data.train[0].weight == 0.5
+
+
+def test_extend_species_keeps_old_predictions():
+    from ase import Atoms
+
+    from atomistic.testing import random_periodic_structure
+    from atomistic.training.transfer import extend_species
+
+    from .conftest import small_mace
+
+    potential = small_mace(2, 1, 3, 2)
+    grown = extend_species(potential, [8, 1], {8: -4.9, 1: -1.1})
+    assert grown.atomic_numbers == (3, 14, 32, 42, 8, 1)
+    old_only = random_periodic_structure((3, 14, 32, 42), n_atoms=6, seed=2)
+    (a,), (b,) = potential.predict(old_only), grown.predict(old_only)
+    assert abs(a["energy"] - b["energy"]) < 1e-10
+    assert abs(a["forces"] - b["forces"]).max() < 1e-10
+    (water,) = grown.predict(Atoms("OH2", positions=[[0, 0, 0], [0.96, 0, 0], [-0.24, 0.93, 0]]))
+    assert water["forces"].shape == (3, 3)
+    assert grown.reference_energy(8) == pytest.approx(-4.9)
+
+
+def test_init_onto_new_elements_via_cli(tmp_path):
+    li_only = _config(tmp_path, "li", epochs=1)
+    text = (tmp_path / "li.yaml").read_text()
+    text = "\n".join(line for line in text.splitlines() if "Si.json" not in line)
+    (tmp_path / "li.yaml").write_text(text)
+    assert runner.invoke(app, ["train", li_only]).exit_code == 0
+    both = _config(tmp_path, "both", epochs=1)
+    result = runner.invoke(app, ["train", both, "--init", str(tmp_path / "out" / "li")])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "out" / "both" / "manifest.json").read_text())
+    assert manifest["species"] == [3, 14] and manifest["provenance"]["init"].endswith("li")

@@ -82,12 +82,13 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     dtype = torch.float32 if config.dtype == "float32" else torch.float64
     name = Path(config.output).name
     if init is not None:
+        from atomistic.training.transfer import extend_species
+
         potential = load_potential(init, dtype=dtype)
         new = sorted(set(stats["species"]) - set(potential.atomic_numbers))
-        if new:
-            raise ConfigError(
-                f"--init: the data has elements {new} that {init} does not know; fine-tuning onto new elements is not supported yet"
-            )
+        if new:  # new elements start fresh, with E0s from this data
+            e0_by_number = dict(zip(stats["species"], stats["e0s"], strict=True))
+            potential = extend_species(potential, new, {z: e0_by_number[z] for z in new})
         for p in potential.parameters():
             p.requires_grad_(True)
         potential.train()

@@ -1,0 +1,72 @@
+"""Fine-tuning onto new elements: grow a trained MACE-class potential's species list while
+keeping its function on the old elements exactly; the new elements start from fresh weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from atomistic.models.builders import build_potential
+
+
+def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, float]):
+    """A copy of ``potential`` that also supports ``new_numbers`` (appended to its species).
+
+    Species-dependent weights (embedding, product-basis species weights, species-wise
+    residuals, E0s) get the old species' values; e3nn's fan-in normalisation over the one-hot
+    species input is compensated, so predictions on old-element structures are unchanged.
+    """
+    old = tuple(potential.atomic_numbers)
+    added = [int(z) for z in new_numbers if int(z) not in old]
+    if not added:
+        return potential
+    missing = [z for z in added if z not in new_e0s]
+    if missing:
+        raise ValueError(f"no reference energy (E0) for new element(s) {missing}")
+    architecture = copy.deepcopy(potential.metadata.architecture)
+    if architecture["encoder"]["name"] != "mace":
+        raise ValueError("adding elements is implemented for the MACE-class encoder")
+    architecture["encoder"]["config"]["species"] = list(old) + added
+    grown = build_potential(architecture, kernel=potential.metadata.kernel, name=potential.metadata.name, dtype=potential.dtype)
+    n_old, n_new = len(old), len(old) + len(added)
+    fan_in_factor = math.sqrt(n_new / n_old)  # e3nn normalises species-input weights by 1/sqrt(n_species)
+    old_state = potential.state_dict()
+    new_state = grown.state_dict()
+    modules = dict(grown.named_modules())
+    with torch.no_grad():
+        for key, target in new_state.items():
+            if "._compiled_main" in key or key not in old_state:
+                continue
+            source = old_state[key]
+            if key == "encoder.embedding.weight":
+                target.view(n_new, -1)[:n_old] = source.view(n_old, -1) * fan_in_factor
+            elif key.endswith(".weights") and ".weigh" in key:  # SpeciesWeightedSum [n_species, paths, C]
+                target[:n_old] = source
+            elif key.endswith("residual.weight"):
+                _copy_species_tensor_product(modules[key.rsplit(".", 1)[0]], source, target, n_old, n_new, fan_in_factor)
+            elif key == "heads.energy.e0s":
+                target[:n_old] = source
+                target[n_old:] = torch.tensor([float(new_e0s[z]) for z in added], dtype=target.dtype)
+            elif source.shape == target.shape:
+                target.copy_(source)
+            else:
+                raise ValueError(f"cannot carry '{key}' over: shape {tuple(source.shape)} -> {tuple(target.shape)}")
+    grown.load_state_dict(new_state)
+    grown.metadata.provenance = dict(potential.metadata.provenance)
+    return grown
+
+
+def _copy_species_tensor_product(module, source, target, n_old, n_new, factor) -> None:
+    """FullyConnectedTensorProduct(h, one-hot species): per path ``[mul_h, n_species, mul_out]``."""
+    start_old = start_new = 0
+    for instruction in module.instructions:
+        mul1, _, mul_out = instruction.path_shape
+        size_old, size_new = mul1 * n_old * mul_out, mul1 * n_new * mul_out
+        block_old = source[start_old : start_old + size_old].view(mul1, n_old, mul_out)
+        target[start_new : start_new + size_new].view(mul1, n_new, mul_out)[:, :n_old] = block_old * factor
+        start_old += size_old
+        start_new += size_new
