@@ -201,3 +201,10 @@ def load_config(path: str | Path) -> TrainConfig:
     if "data" not in raw:
         raise ConfigError("data: section is required")
     return _check(_build(TrainConfig, raw, ""))
+
+
+def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
+    """Validate a config given as a mapping (e.g. the copy stored in a checkpoint's provenance)."""
+    if "data" not in raw:
+        raise ConfigError("data: section is required")
+    return _check(_build(TrainConfig, raw, ""))
