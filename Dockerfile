@@ -30,4 +30,6 @@ COPY checkpoints ./checkpoints
 RUN useradd --create-home atomistic
 USER atomistic
 ENTRYPOINT ["atomistic"]
-CMD ["predict"]
+EXPOSE 8000
+ENV ATOMISTIC_HOST=0.0.0.0
+CMD ["serve"]

@@ -1,6 +1,7 @@
 """atomistic: equivariant machine-learning force fields as a service.
 
-Public names: :func:`load_potential`, :class:`AtomisticCalculator`, :func:`predict`.
+Public names: :func:`load_potential`, :class:`AtomisticCalculator`, :class:`RemoteCalculator`,
+:func:`predict`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ def __getattr__(name: str):
         from atomistic.calculators.ase import AtomisticCalculator
 
         return AtomisticCalculator
+    if name == "RemoteCalculator":
+        from atomistic.calculators.remote import RemoteCalculator
+
+        return RemoteCalculator
     raise AttributeError(f"module 'atomistic' has no attribute {name!r}")
 
 
-__all__ = ["AtomisticCalculator", "load_potential", "predict", "__version__"]
+__all__ = ["AtomisticCalculator", "RemoteCalculator", "load_potential", "predict", "__version__"]

@@ -69,6 +69,27 @@ def predict(
 
 
 @app.command()
+def serve(
+    models: Annotated[list[str] | None, typer.Option("--model", help="Model(s) to serve (repeatable). Default: default.")] = None,
+    host: Annotated[str | None, typer.Option(help="Interface (default 127.0.0.1; ATOMISTIC_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8000; ATOMISTIC_PORT).")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda.")] = None,
+    dtype: Annotated[str | None, typer.Option(help="float64 or float32.")] = None,
+) -> None:
+    """Serve models over HTTP (REST API, micro-batching). Other settings: ATOMISTIC_* variables."""
+    try:
+        import uvicorn
+
+        from server.config import Settings
+        from server.main import create_app
+    except ImportError as err:
+        raise _fail(ValueError(f"the server needs the 'server' extra: pip install 'atomistic[server]' ({err})")) from None
+    overrides = {k: v for k, v in {"models": models, "host": host, "port": port, "device": device, "dtype": dtype}.items() if v}
+    settings = Settings(**overrides)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info", timeout_graceful_shutdown=30)
+
+
+@app.command()
 def models() -> None:
     """List the models in the checkpoints directory."""
     from atomistic.checkpoint import MANIFEST, aliases, checkpoints_dir, read_manifest

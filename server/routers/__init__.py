@@ -1,0 +1,1 @@
+"""Thin routers: validate, call the library or the batcher, shape the response."""

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from atomistic import keys
+from server.dependencies import get_state, require_api_key
+from server.schemas import ModelInfo
+from server.state import ServerState
+
+router = APIRouter(dependencies=[Depends(require_api_key)])
+
+
+@router.get("/v1/models", response_model=list[ModelInfo], summary="Loaded models")
+def list_models(state: ServerState = Depends(get_state)) -> list[ModelInfo]:
+    from atomistic import __version__
+
+    out = []
+    for name, potential in state.potentials.items():
+        out.append(
+            ModelInfo(
+                name=name,
+                version=f"checkpoint format 1, atomistic {__version__}",
+                species=list(potential.atomic_numbers),
+                cutoff=potential.cutoff,
+                properties=[keys.ENERGY, keys.FORCES, keys.STRESS, keys.ATOMIC_ENERGIES],
+                dtype=str(potential.dtype).replace("torch.", ""),
+                device=str(potential.device),
+                kernel=potential.metadata.kernel,
+                encoder=potential.encoder.name,
+            )
+        )
+    return out

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+
+from atomistic.data.convert import (
+    StructureError,
+    UnsupportedFormatError,
+    as_structure,
+    parse_structures,
+    validate_structure,
+)
+from server.batching import QueueFull
+from server.dependencies import get_state, require_api_key
+from server.schemas import ErrorResponse, PredictRequest, PredictResponse, StructureResult
+from server.state import ServerState
+
+router = APIRouter(dependencies=[Depends(require_api_key)])
+
+_ERRORS = {
+    401: {"model": ErrorResponse, "description": "Missing or invalid API key"},
+    404: {"model": ErrorResponse, "description": "Unknown model"},
+    413: {"model": ErrorResponse, "description": "Request or structure too large"},
+    422: {"model": ErrorResponse, "description": "Invalid structure (names the structure, field and reason)"},
+    503: {"model": ErrorResponse, "description": "Queue full or shutting down; retry after Retry-After seconds"},
+    504: {"model": ErrorResponse, "description": "Request timed out"},
+}
+
+
+def _structures(body: PredictRequest, state: ServerState, species) -> list:
+    settings = state.settings
+    raw: list = [s.model_dump(exclude_none=True) for s in body.structures]
+    if body.text is not None:
+        if body.format is None:
+            raise HTTPException(422, detail="field 'format': required with 'text' (extxyz, xyz, cif or poscar)")
+        try:
+            raw.extend(parse_structures(body.text, body.format))
+        except UnsupportedFormatError as err:
+            raise HTTPException(422, detail=f"field 'text': {err}") from None
+    if not raw:
+        raise HTTPException(422, detail="field 'structures': no structures given")
+    if len(raw) > settings.max_structures_per_request:
+        raise HTTPException(413, detail=f"{len(raw)} structures exceed the limit of {settings.max_structures_per_request} per request")
+    structures = []
+    for index, item in enumerate(raw):
+        try:
+            structure = as_structure(item, index)
+            if len(structure) > min(settings.max_atoms_per_structure, settings.max_batch_atoms):
+                limit = min(settings.max_atoms_per_structure, settings.max_batch_atoms)
+                raise HTTPException(413, detail=f"structure {index}: {len(structure)} atoms exceed the limit of {limit}")
+            structures.append(validate_structure(structure, index, supported_numbers=species, max_atoms=settings.max_atoms_per_structure))
+        except StructureError as err:
+            raise HTTPException(422, detail=str(err)) from None
+    return structures
+
+
+@router.post(
+    "/v1/predict", response_model=PredictResponse, response_model_exclude_none=True, responses=_ERRORS,
+    summary="Energies, forces, stress of structures",
+)
+async def predict(body: PredictRequest, request: Request, state: ServerState = Depends(get_state)) -> PredictResponse:
+    if state.shutting_down:
+        raise HTTPException(503, detail="server is shutting down", headers={"Retry-After": "5"})
+    if body.model not in state.batchers:
+        raise HTTPException(404, detail=f"field 'model': '{body.model}' is not loaded; loaded: {sorted(state.batchers)}")
+    batcher = state.batchers[body.model]
+    structures = _structures(body, state, batcher.potential.atomic_numbers)
+    try:
+        futures = batcher.submit(structures, set(body.properties))
+    except QueueFull as err:
+        raise HTTPException(503, detail=str(err), headers={"Retry-After": "1"}) from None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + state.settings.request_timeout_s
+    pending = set(futures)
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, timeout=0.05)
+            if pending and await request.is_disconnected():
+                raise asyncio.CancelledError
+            if pending and loop.time() > deadline:
+                raise HTTPException(504, detail=f"request took longer than {state.settings.request_timeout_s} s")
+    except BaseException:
+        for future in futures:
+            future.cancel()  # the worker drops cancelled items before computing them
+        raise
+    results = []
+    for future in futures:
+        error = future.exception()
+        if error is not None:
+            raise HTTPException(500, detail=f"inference failed: {type(error).__name__}: {error}")
+        results.append(StructureResult(**future.result()))
+    return PredictResponse(id=body.id, model=body.model, results=results)

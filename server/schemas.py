@@ -1,0 +1,65 @@
+"""Request and response models of the REST API (units in every field description)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Property = Literal["energy", "forces", "stress", "energies"]
+
+
+class StructureIn(BaseModel):
+    """One structure as JSON. Give ``numbers`` or ``symbols``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    numbers: list[int] | None = Field(None, description="Atomic numbers Z, one per atom.")
+    symbols: list[str] | None = Field(None, description="Element symbols, one per atom (instead of numbers).")
+    positions: list[list[float]] = Field(..., description="Cartesian positions, Å, shape [n_atoms, 3].")
+    cell: list[list[float]] | None = Field(None, description="Lattice vectors as rows, Å, shape [3, 3]; required when pbc is set.")
+    pbc: bool | list[bool] = Field(False, description="Periodicity along each lattice vector (one bool for all three).")
+
+
+class PredictRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field("default", description="Name of a loaded model (see GET /v1/models).")
+    properties: list[Property] = Field(
+        default_factory=lambda: ["energy", "forces"],
+        description="energy (eV), forces (eV/Å), stress (eV/Å³, 3x3, ASE sign), energies (per-atom, eV).",
+    )
+    structures: list[StructureIn] = Field(default_factory=list, description="Structures as JSON.")
+    text: str | None = Field(None, description="Structures as file text (may hold many), read with `format`.")
+    format: Literal["extxyz", "xyz", "cif", "poscar"] | None = Field(None, description="Format of `text`.")
+    id: str | None = Field(None, description="Client's request id, echoed back.")
+
+
+class StructureResult(BaseModel):
+    energy: float | None = Field(None, description="Total energy, eV.")
+    energies: list[float] | None = Field(None, description="Per-atom energies, eV.")
+    forces: list[list[float]] | None = Field(None, description="Forces, eV/Å, shape [n_atoms, 3].")
+    stress: list[list[float]] | None = Field(None, description="Stress, eV/Å³, 3x3, ASE sign (tensile positive); absent without a cell volume.")
+
+
+class PredictResponse(BaseModel):
+    id: str | None = Field(None, description="The request's id.")
+    model: str = Field(..., description="Model that computed the results.")
+    results: list[StructureResult] = Field(..., description="One result per input structure, in order.")
+
+
+class ModelInfo(BaseModel):
+    name: str
+    version: str = Field(..., description="Checkpoint format and code version that wrote it.")
+    species: list[int] = Field(..., description="Supported atomic numbers.")
+    cutoff: float = Field(..., description="Radial cutoff, Å.")
+    properties: list[str] = Field(..., description="Properties this model can return.")
+    dtype: str
+    device: str
+    kernel: str = Field(..., description="Tensor-product backend in use.")
+    encoder: str
+
+
+class ErrorResponse(BaseModel):
+    error: str = Field(..., description="Short error kind.")
+    detail: str | list | dict | None = Field(None, description="What was wrong, naming the field.")

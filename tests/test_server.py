@@ -1,0 +1,180 @@
+from __future__ import annotations
+
+import concurrent.futures
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+from ase.build import bulk
+from ase.io import write
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from atomistic import AtomisticCalculator  # noqa: E402
+from server.config import Settings  # noqa: E402
+from server.main import create_app  # noqa: E402
+
+SI = {
+    "numbers": [14, 14],
+    "positions": [[0, 0, 0], [1.36, 1.36, 1.36]],
+    "cell": [[0, 2.72, 2.72], [2.72, 0, 2.72], [2.72, 2.72, 0]],
+    "pbc": [True, True, True],
+}
+
+
+def _client(**overrides) -> TestClient:
+    settings = Settings(models=["mlearn-small"], max_wait_ms=20.0, **overrides)
+    return TestClient(create_app(settings))
+
+
+@pytest.fixture(scope="module")
+def client():
+    with _client() as c:
+        yield c
+
+
+def test_health_models_and_predict_matches_local(client):
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+    info = client.get("/v1/models").json()
+    assert info[0]["name"] == "mlearn-small" and info[0]["species"] == [3, 14, 32, 42]
+    assert info[0]["kernel"] == "reference" and info[0]["dtype"] == "float64"
+    response = client.post("/v1/predict", json={"model": "mlearn-small", "properties": ["energy", "forces", "stress"], "structures": [SI], "id": "r1"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["id"] == "r1" and body["model"] == "mlearn-small"
+    atoms = bulk("Si", "diamond", 5.44)
+    atoms.positions = np.array(SI["positions"], dtype=float)
+    atoms.cell = np.array(SI["cell"], dtype=float)
+    atoms.calc = AtomisticCalculator(model="mlearn-small")
+    assert abs(body["results"][0]["energy"] - atoms.get_potential_energy()) < 1e-6
+    np.testing.assert_allclose(body["results"][0]["forces"], atoms.get_forces(), atol=1e-6)
+    assert len(body["results"][0]["stress"]) == 3
+
+
+def test_text_input(client):
+    buffer = io.StringIO()
+    write(buffer, [bulk("Ge", "diamond", 5.76), bulk("Mo", "bcc", 3.16)], format="extxyz")
+    response = client.post("/v1/predict", json={"model": "mlearn-small", "text": buffer.getvalue(), "format": "extxyz"})
+    assert response.status_code == 200 and len(response.json()["results"]) == 2
+
+
+@pytest.mark.parametrize(
+    "structure,needle",
+    [
+        ({**SI, "positions": [[0, 0, 0], [math.nan, 1, 1]]}, "NaN"),
+        ({**SI, "numbers": [14, 200]}, "unknown element"),
+        ({**SI, "numbers": [14, 79]}, "not supported"),
+        ({**SI, "positions": [[0, 0, 0], [0.01, 0, 0]]}, "apart"),
+        ({"numbers": [14], "positions": [[0, 0]]}, "shape"),
+    ],
+)
+def test_bad_structures_get_422_naming_the_problem(client, structure, needle):
+    payload = json.dumps({"model": "mlearn-small", "structures": [SI, structure]})  # NaN as the JSON literal
+    response = client.post("/v1/predict", content=payload, headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    body = response.json()
+    assert body["error"] == "invalid input" and needle in str(body["detail"]) and "structure 1" in str(body["detail"])
+
+
+def test_malformed_and_unknown_model(client):
+    response = client.post("/v1/predict", json={"model": "mlearn-small", "structures": [{"numbers": [14]}]})
+    assert response.status_code == 422 and "positions" in str(response.json()["detail"])
+    response = client.post("/v1/predict", content=b"{not json", headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    response = client.post("/v1/predict", json={"model": "nope", "structures": [SI]})
+    assert response.status_code == 404 and "nope" in response.json()["detail"]
+
+
+def test_concurrent_requests_are_batched_and_exact(client):
+    structures = []
+    for k in range(32):
+        atoms = bulk("Si", "diamond", 5.43)
+        atoms.rattle(0.02, seed=k)
+        structures.append({"numbers": atoms.numbers.tolist(), "positions": atoms.positions.tolist(), "cell": atoms.cell.array.tolist(), "pbc": True})
+
+    def call(s):
+        return client.post("/v1/predict", json={"model": "mlearn-small", "structures": [s]}).json()["results"][0]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=32) as pool:
+        batched = list(pool.map(call, structures))
+    single = [call(s) for s in structures[:4]]
+    for a, b in zip(batched, single, strict=False):
+        assert abs(a["energy"] - b["energy"]) < 1e-9
+    metrics = client.get("/metrics").text
+    count_line = next(line for line in metrics.splitlines() if line.startswith('atomistic_batch_structures_bucket{le="1.0"'))
+    total_line = next(line for line in metrics.splitlines() if line.startswith("atomistic_batch_structures_count"))
+    assert float(total_line.split()[-1]) > float(count_line.split()[-1]), "no batch held more than one structure"
+
+
+def test_limits_queue_and_body():
+    with _client(queue_size=1, max_body_bytes=20_000, max_atoms_per_structure=16) as c:
+        response = c.post("/v1/predict", json={"model": "mlearn-small", "structures": [SI, SI]})
+        assert response.status_code == 503 and response.headers["retry-after"] == "1"
+        big = bulk("Si", "diamond", 5.43, cubic=True).repeat(2)
+        s = {"numbers": big.numbers.tolist(), "positions": big.positions.tolist(), "cell": big.cell.array.tolist(), "pbc": True}
+        response = c.post("/v1/predict", json={"model": "mlearn-small", "structures": [s]})
+        assert response.status_code == 413 and "64 atoms exceed" in response.json()["detail"]
+        response = c.post("/v1/predict", content=b"x" * 30_000, headers={"content-type": "application/json"})
+        assert response.status_code == 413
+
+        def chunks():
+            for _ in range(30):
+                yield b"x" * 1000
+
+        response = c.post("/v1/predict", content=chunks(), headers={"content-type": "application/json"})
+        assert response.status_code == 413
+
+
+def test_api_keys():
+    with _client(api_keys=["secret-1"]) as c:
+        assert c.get("/healthz").status_code == 200 and c.get("/readyz").status_code == 200
+        assert c.get("/v1/models").status_code == 401
+        response = c.post("/v1/predict", json={"model": "mlearn-small", "structures": [SI]})
+        assert response.status_code == 401 and response.json()["error"] == "unauthorized"
+        wrong = c.post("/v1/predict", json={"model": "mlearn-small", "structures": [SI]}, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        ok = c.post("/v1/predict", json={"model": "mlearn-small", "structures": [SI]}, headers={"Authorization": "Bearer secret-1"})
+        assert ok.status_code == 200
+
+
+def test_remote_calculator_against_live_server():
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from atomistic import RemoteCalculator
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings = Settings(models=["mlearn-small"], port=port, api_keys=["k"])
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        import httpx
+
+        for _ in range(200):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        atoms = bulk("Ge", "diamond", 5.76, cubic=True)
+        atoms.rattle(0.03, seed=5)
+        local = atoms.copy()
+        local.calc = AtomisticCalculator(model="mlearn-small")
+        atoms.calc = RemoteCalculator(f"http://127.0.0.1:{port}", model="mlearn-small", api_key="k")
+        assert abs(atoms.get_potential_energy() - local.get_potential_energy()) < 1e-9
+        np.testing.assert_allclose(atoms.get_forces(), local.get_forces(), atol=1e-9)
+        np.testing.assert_allclose(atoms.get_stress(), local.get_stress(), atol=1e-9)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
