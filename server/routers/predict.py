@@ -55,6 +55,12 @@ def _structures(body: PredictRequest, state: ServerState, species) -> list:
     return structures
 
 
+async def _client_gone(request: Request) -> None:
+    """Returns once the client has disconnected."""
+    while not await request.is_disconnected():
+        await asyncio.sleep(0.2)
+
+
 @router.post(
     "/v1/predict", response_model=PredictResponse, response_model_exclude_none=True, responses=_ERRORS,
     summary="Energies, forces, stress of structures",
@@ -70,20 +76,21 @@ async def predict(body: PredictRequest, request: Request, state: ServerState = D
         futures = batcher.submit(structures, set(body.properties))
     except QueueFull as err:
         raise HTTPException(503, detail=str(err), headers={"Retry-After": "1"}) from None
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + state.settings.request_timeout_s
-    pending = set(futures)
+    all_done = asyncio.gather(*futures, return_exceptions=True)
+    watcher = asyncio.ensure_future(_client_gone(request))
     try:
-        while pending:
-            done, pending = await asyncio.wait(pending, timeout=0.05)
-            if pending and await request.is_disconnected():
-                raise asyncio.CancelledError
-            if pending and loop.time() > deadline:
-                raise HTTPException(504, detail=f"request took longer than {state.settings.request_timeout_s} s")
+        done, _ = await asyncio.wait({all_done, watcher}, timeout=state.settings.request_timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        if all_done not in done:
+            if watcher in done:
+                raise asyncio.CancelledError  # the client left: drop its work
+            raise HTTPException(504, detail=f"request took longer than {state.settings.request_timeout_s} s")
     except BaseException:
         for future in futures:
             future.cancel()  # the worker drops cancelled items before computing them
+        all_done.cancel()
         raise
+    finally:
+        watcher.cancel()
     results = []
     for future in futures:
         error = future.exception()
