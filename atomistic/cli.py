@@ -34,6 +34,8 @@ def predict(
     dtype: Annotated[str, typer.Option(help="float64 or float32.")] = "float64",
     kernel: Annotated[str | None, typer.Option(help="Tensor-product backend (default: reference).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per structure.")] = False,
+    properties: Annotated[str, typer.Option(help="Comma-separated: energy, forces, stress, energies.")] = "energy,forces,stress",
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write results: .extxyz (structures with results) or .jsonl.")] = None,
 ) -> None:
     """Energies (eV), forces (eV/Å) and stress (eV/Å³) for every structure in FILES."""
     from atomistic.checkpoint import load_potential
@@ -47,13 +49,21 @@ def predict(
             for k, s in enumerate(read_structures(path)):
                 structures.append(s)
                 names.append(f"{path.name}[{k}]")
-        results = potential.predict(structures)
+        wanted = tuple(p.strip() for p in properties.split(",") if p.strip())
+        results = potential.predict(structures, properties=wanted)
     except (ValueError, FileNotFoundError) as err:
         raise _fail(err) from None
+    records = []
+    for name, s, r in zip(names, structures, results, strict=True):
+        record = {"structure": name, "formula": s.to_ase().get_chemical_formula(), "n_atoms": len(s)}
+        record.update({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()})
+        records.append(record)
+    if output is not None:
+        _write_results(output, structures, results, records)
+        typer.echo(f"wrote {len(records)} results to {output}")
+        return
     if as_json:
-        for name, s, r in zip(names, structures, results, strict=True):
-            record = {"structure": name, "formula": s.to_ase().get_chemical_formula(), "n_atoms": len(s)}
-            record.update({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()})
+        for record in records:
             typer.echo(json.dumps(record))
         return
     table = Table(title=f"model '{potential.metadata.name}' ({potential.metadata.kernel} kernel, {dtype})")
@@ -62,10 +72,32 @@ def predict(
     from atomistic.units import EV_PER_ANG3_TO_GPA
 
     for name, s, r in zip(names, structures, results, strict=True):
-        fmax = float(np.linalg.norm(r["forces"], axis=1).max())
+        fmax = float(np.linalg.norm(r["forces"], axis=1).max()) if "forces" in r else float("nan")
         pressure = f"{-np.trace(r['stress']) / 3 * EV_PER_ANG3_TO_GPA:.3f}" if "stress" in r else "-"
         table.add_row(name, s.to_ase().get_chemical_formula(), str(len(s)), f"{r['energy']:.6f}", f"{r['energy'] / len(s):.6f}", f"{fmax:.4f}", pressure)
     console.print(table)
+
+
+def _write_results(output: Path, structures, results, records) -> None:
+    """``.jsonl``: one JSON record per structure; ``.extxyz``: structures with their results."""
+    if output.suffix == ".jsonl":
+        output.write_text("".join(json.dumps(r) + "\n" for r in records))
+        return
+    if output.suffix not in (".extxyz", ".xyz"):
+        raise _fail(ValueError(f"--output: use a .extxyz or .jsonl file, got '{output.name}'"))
+    from ase.calculators.singlepoint import SinglePointCalculator
+    from ase.io import write
+    from ase.stress import full_3x3_to_voigt_6_stress
+
+    frames = []
+    for s, r in zip(structures, results, strict=True):
+        atoms = s.to_ase()
+        values = {k: v for k, v in r.items() if k in ("energy", "forces", "energies")}
+        if "stress" in r:
+            values["stress"] = full_3x3_to_voigt_6_stress(r["stress"])
+        atoms.calc = SinglePointCalculator(atoms, **values)
+        frames.append(atoms)
+    write(output, frames, format="extxyz")
 
 
 @app.command()

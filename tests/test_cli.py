@@ -69,3 +69,17 @@ def test_eval_json_per_file_and_missing_labels(tmp_path):
     predictions = load_potential("mlearn-small").predict(structures)
     expected = 1000 * np.mean([abs(p["energy"] - s.labels["energy"]) / len(s) for s, p in zip(structures, predictions, strict=True)])
     assert report["energy_mae_mev_per_atom"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_predict_output_files_and_properties(tmp_path):
+    from atomistic.data import read_structures
+
+    out = tmp_path / "results.extxyz"
+    result = runner.invoke(app, ["predict", "--model", "mlearn-small", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    frames = read_structures(out)
+    assert len(frames) == 3 and {"energy", "forces", "stress"} <= set(frames[0].labels)
+    out = tmp_path / "results.jsonl"
+    result = runner.invoke(app, ["predict", "--model", "mlearn-small", "--properties", "energy", "-o", str(out)])
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 3 and "energy" in records[0] and "forces" not in records[0]
