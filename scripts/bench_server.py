@@ -2,19 +2,17 @@
 
     python scripts/bench_server.py [--model default] [--clients 64] [--requests 4]
 
-Starts the server in this process twice on loopback — once with the default batcher, once
-with the batch budget cut to one structure — and sends the same load each time: `clients`
-concurrent clients, each posting `requests` small structures (8-atom Si cells, rattled) one
-per request. Prints structures/s for both and the ratio, plus the mean batch size seen.
+Starts `atomistic serve` twice in a subprocess on loopback — once with the default batcher,
+once with the batch budget cut to one structure — and sends the same load each time from this
+process: `clients` concurrent async clients, each posting `requests` small structures (8-atom
+Si cells, rattled) one per request. Prints structures/s for both and the ratio, plus the mean batch size seen.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import socket
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -41,45 +39,52 @@ def _payloads(model: str, n: int) -> list[dict]:
 
 
 def run_load(model: str, clients: int, requests: int, **settings) -> tuple[float, float, list[float]]:
-    import httpx
-    import uvicorn
+    """Start `atomistic serve` in a subprocess, drive it with `clients` concurrent async
+    clients from this process, return (structures/s, mean batch size, energies)."""
+    import asyncio
+    import os
+    import subprocess
 
-    from server.config import Settings
-    from server.main import create_app
+    import httpx
 
     port = _free_port()
-    app = create_app(Settings(models=[model], port=port, request_timeout_s=3600, queue_size=100_000, **settings))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
+    env = dict(os.environ, ATOMISTIC_MODELS=model, ATOMISTIC_PORT=str(port), ATOMISTIC_REQUEST_TIMEOUT_S="3600", ATOMISTIC_QUEUE_SIZE="100000")
+    env.update({f"ATOMISTIC_{k.upper()}": str(v) for k, v in settings.items()})
+    server = subprocess.Popen([sys.executable, "-m", "atomistic.cli", "serve"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
-    while True:
-        try:
-            if httpx.get(f"{base}/readyz").status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    payloads = _payloads(model, clients * requests)
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        payloads = _payloads(model, clients * requests)
 
-    def client(index: int) -> list[float]:
-        energies = []
-        with httpx.Client(base_url=base, timeout=600) as http:
+        async def client(http, index: int) -> list[float]:
+            energies = []
             for r in range(requests):
-                response = http.post("/v1/predict", json=payloads[index * requests + r])
+                response = await http.post("/v1/predict", json=payloads[index * requests + r])
                 response.raise_for_status()
                 energies.append(response.json()["results"][0]["energy"])
-        return energies
+            return energies
 
-    start = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=clients) as pool:
-        energies = [e for chunk in pool.map(client, range(clients)) for e in chunk]
-    elapsed = time.perf_counter() - start
-    metrics = httpx.get(f"{base}/metrics").text
+        async def drive() -> list[float]:
+            limits = httpx.Limits(max_connections=clients)
+            async with httpx.AsyncClient(base_url=base, timeout=3600, limits=limits) as http:
+                chunks = await asyncio.gather(*(client(http, i) for i in range(clients)))
+            return [e for chunk in chunks for e in chunk]
+
+        start = time.perf_counter()
+        energies = asyncio.run(drive())
+        elapsed = time.perf_counter() - start
+        metrics = httpx.get(f"{base}/metrics").text
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
     count = float(next(line for line in metrics.splitlines() if line.startswith("atomistic_batch_structures_count")).split()[-1])
     total = float(next(line for line in metrics.splitlines() if line.startswith("atomistic_batch_structures_sum")).split()[-1])
-    server.should_exit = True
-    thread.join(timeout=30)
     return len(energies) / elapsed, total / max(count, 1), energies
 
 
