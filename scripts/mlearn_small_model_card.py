@@ -11,36 +11,15 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from train_mlearn_small import ELEMENTS, split  # noqa: E402
+from train_mlearn_small import ELEMENTS  # noqa: E402
 
 from atomistic import load_potential  # noqa: E402
-from atomistic.data.datasets import read_mlearn_json  # noqa: E402
-from atomistic.units import EV_PER_ANG3_TO_GPA  # noqa: E402
-
-
-def evaluate(potential, structures) -> dict[str, float]:
-    predictions = potential.predict(structures)
-    e, f, s = [], [], []
-    for structure, p in zip(structures, predictions, strict=True):
-        e.append((p["energy"] - structure.labels["energy"]) / len(structure))
-        f.append((p["forces"] - structure.labels["forces"]).ravel())
-        if "stress" in p and "stress" in structure.labels:
-            s.append((p["stress"] - structure.labels["stress"]).ravel())
-    e, f, s = np.abs(e), np.abs(np.concatenate(f)), np.abs(np.concatenate(s))
-    return {
-        "n": len(structures),
-        "energy_mae_mev_per_atom": 1000 * e.mean(),
-        "energy_rmse_mev_per_atom": 1000 * np.sqrt((e**2).mean()),
-        "force_mae_ev_per_ang": f.mean(),
-        "force_rmse_ev_per_ang": np.sqrt((f**2).mean()),
-        "stress_mae_gpa": s.mean() * EV_PER_ANG3_TO_GPA,
-    }
+from atomistic.data.datasets import read_mlearn_json, seeded_split  # noqa: E402
+from atomistic.training.metrics import evaluate  # noqa: E402
 
 
 def main() -> None:
@@ -55,11 +34,11 @@ def main() -> None:
     rows = []
     per_element = {}
     for element in ELEMENTS:
-        _, valid = split(read_mlearn_json(Path(args.data) / element / "training.json"), 0.1, seed)
-        m = evaluate(potential, valid)
+        _, valid = seeded_split(read_mlearn_json(Path(args.data) / element / "training.json"), 0.1, seed)
+        m = evaluate(potential, valid).summary()
         per_element[element] = m
         rows.append(
-            f"| {element} | {m['n']} | {m['energy_mae_mev_per_atom']:.1f} | {m['force_mae_ev_per_ang']:.3f} "
+            f"| {element} | {m['n_structures']} | {m['energy_mae_mev_per_atom']:.1f} | {m['force_mae_ev_per_ang']:.3f} "
             f"| {m['force_rmse_ev_per_ang']:.3f} | {m['stress_mae_gpa']:.2f} |"
         )
     hp = manifest["provenance"]["hyperparameters"]

@@ -15,27 +15,19 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from atomistic.checkpoint import save_checkpoint  # noqa: E402
-from atomistic.data.datasets import read_mlearn_json  # noqa: E402
+from atomistic.data.datasets import read_mlearn_json, seeded_split  # noqa: E402
 from atomistic.models.builders import build_potential, mace_architecture  # noqa: E402
 from atomistic.models.encoders.mace import MACEConfig  # noqa: E402
 from atomistic.training.loop import Trainer, TrainingConfig  # noqa: E402
 from atomistic.training.statistics import average_num_neighbors, force_rms, least_squares_e0s  # noqa: E402
 
 ELEMENTS = {"Si": 14, "Ge": 32, "Li": 3, "Mo": 42}
-
-
-def split(structures, fraction, seed):
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(structures))
-    n_valid = max(1, round(fraction * len(structures)))
-    return [structures[i] for i in order[n_valid:]], [structures[i] for i in order[:n_valid]]
 
 
 def main() -> None:
@@ -61,7 +53,7 @@ def main() -> None:
     train, valid = [], []
     for element in ELEMENTS:
         structures = read_mlearn_json(Path(args.data) / element / "training.json")
-        t, v = split(structures, 0.1, args.seed)
+        t, v = seeded_split(structures, 0.1, args.seed)
         train += t
         valid += v
     species = tuple(sorted(ELEMENTS.values()))

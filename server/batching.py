@@ -19,6 +19,7 @@ import torch
 from atomistic import keys
 from atomistic.data.convert import Structure
 from atomistic.data.graph import build_graph, split_results
+from atomistic.models.potential import select_properties
 
 
 class QueueFull(Exception):
@@ -192,13 +193,6 @@ class MicroBatcher:
         outputs = potential(graph, compute_forces=keys.FORCES in wanted, compute_stress=keys.STRESS in wanted)
         results = []
         for item, per_system in zip(batch, split_results(outputs, graph), strict=True):
-            result = {}
-            for key in item.properties:
-                if key not in per_system:
-                    continue
-                value = per_system[key]
-                if key == keys.STRESS and not torch.isfinite(torch.as_tensor(value)).all():
-                    continue
-                result[key] = float(value) if key == keys.ENERGY else value.tolist()
-            results.append(result)
+            selected = select_properties(per_system, tuple(item.properties))
+            results.append({k: v if isinstance(v, float) else v.tolist() for k, v in selected.items()})
         return results

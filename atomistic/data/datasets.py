@@ -68,3 +68,11 @@ def read_labelled(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> lis
     for path in paths:
         structures.extend(read_structures(Path(path)))
     return structures
+
+
+def seeded_split(structures: Sequence[Structure], fraction: float, seed: int) -> tuple[list[Structure], list[Structure]]:
+    """(train, valid): a fresh ``default_rng(seed)`` permutation; the first
+    ``max(1, round(fraction * n))`` structures are the validation set."""
+    order = np.random.default_rng(seed).permutation(len(structures))
+    n_valid = max(1, round(fraction * len(structures)))
+    return [structures[i] for i in order[n_valid:]], [structures[i] for i in order[:n_valid]]

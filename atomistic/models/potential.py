@@ -143,11 +143,13 @@ class Potential(torch.nn.Module):
                 compute_stress=keys.STRESS in properties,
             )
             for i, per_system in zip(indices, split_results(outputs, graph), strict=True):
-                results[i] = _select(per_system, properties)
+                results[i] = select_properties(per_system, properties)
         return results
 
 
-def _select(per_system: dict[str, np.ndarray], properties: Sequence[str]) -> dict[str, Any]:
+def select_properties(per_system: dict[str, np.ndarray], properties: Sequence[str]) -> dict[str, Any]:
+    """The requested properties of one system: energy as a float, stress dropped where the
+    system has no cell volume (NaN)."""
     out: dict[str, Any] = {}
     for key in properties:
         if key not in per_system:

@@ -135,6 +135,9 @@ class TrainConfig:
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
 
+_SECTIONS = {"data": DataConfig, "model": ModelConfig, "loss": LossConfig, "optimizer": OptimizerConfig, "schedule": ScheduleConfig}
+
+
 def _build(cls, raw: Any, where: str):
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
@@ -144,10 +147,8 @@ def _build(cls, raw: Any, where: str):
         raise ConfigError(f"{where}: unknown option(s) {unknown}; allowed: {sorted(fields)}")
     values = {}
     for name, value in raw.items():
-        field = fields[name]
-        nested = {"data": DataConfig, "model": ModelConfig, "loss": LossConfig, "optimizer": OptimizerConfig, "schedule": ScheduleConfig}
-        if cls is TrainConfig and name in nested:
-            values[name] = _build(nested[name], value, f"{where}.{name}" if where else name)
+        if cls is TrainConfig and name in _SECTIONS:
+            values[name] = _build(_SECTIONS[name], value, name)
         elif cls is DataConfig and name in ("train", "valid"):
             if not isinstance(value, list):
                 raise ConfigError(f"data.{name}: expected a list of files")
@@ -158,7 +159,6 @@ def _build(cls, raw: Any, where: str):
             values[name] = tuple(files)
         else:
             values[name] = tuple(value) if isinstance(value, list) else value
-        del field
     try:
         return cls(**values)
     except TypeError as err:
@@ -198,9 +198,7 @@ def load_config(path: str | Path) -> TrainConfig:
         raw = yaml.safe_load(text) or {}
     else:
         raise ConfigError(f"'{path}': config must be .yaml, .yml or .toml")
-    if "data" not in raw:
-        raise ConfigError("data: section is required")
-    return _check(_build(TrainConfig, raw, ""))
+    return config_from_dict(raw)
 
 
 def config_from_dict(raw: dict[str, Any]) -> TrainConfig:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from atomistic.data.convert import Structure
-from atomistic.data.datasets import read_labelled
+from atomistic.data.datasets import read_labelled, seeded_split
 from atomistic.training.config import ConfigError, TrainConfig
 from atomistic.training.loop import Trainer, TrainingConfig
 from atomistic.training.losses import LossWeights
@@ -28,10 +28,9 @@ def _read_files(files, seed: int, valid_fraction: float | None) -> tuple[list[St
             dataclasses.replace(s, info={**s.info, "loss_weight": entry.weight}) for s in read_labelled(entry.path)
         ]
         if valid_fraction:
-            order = np.random.default_rng(seed).permutation(len(structures))
-            n_valid = max(1, round(valid_fraction * len(structures)))
-            valid += [structures[i] for i in order[:n_valid]]
-            train += [structures[i] for i in order[n_valid:]]
+            file_train, file_valid = seeded_split(structures, valid_fraction, seed)
+            train += file_train
+            valid += file_valid
         else:
             train += structures
     return train, valid
@@ -95,18 +94,9 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
         potential.metadata.name = name
         return potential
     m = config.model
+    encoder_options = {k: v for k, v in dataclasses.asdict(m).items() if k not in ("encoder", "energy_mlp_hidden")}
     encoder_config = MACEConfig(
-        species=stats["species"],
-        cutoff=m.cutoff,
-        num_bessel=m.num_bessel,
-        envelope_exponent=m.envelope_exponent,
-        max_ell=m.max_ell,
-        channels=m.channels,
-        hidden_lmax=m.hidden_lmax,
-        num_layers=m.num_layers,
-        correlation=m.correlation,
-        radial_hidden=m.radial_hidden,
-        avg_num_neighbors=round(float(stats["avg_num_neighbors"]), 4),
+        species=stats["species"], avg_num_neighbors=round(float(stats["avg_num_neighbors"]), 4), **encoder_options
     )
     torch.manual_seed(config.seed)
     potential = build_potential(mace_architecture(encoder_config, m.energy_mlp_hidden), name=name, dtype=dtype)

@@ -13,6 +13,13 @@ from atomistic import keys
 from atomistic.data.graph import AtomicGraph
 
 
+def sum_per_system(atomic_energies: torch.Tensor, graph: AtomicGraph) -> torch.Tensor:
+    """``[n_atoms]`` per-atom energies (eV) → ``[n_systems]`` total energies (eV)."""
+    n_systems = graph[keys.N_ATOMS].shape[0]
+    energy = torch.zeros(n_systems, dtype=atomic_energies.dtype, device=atomic_energies.device)
+    return energy.index_add(0, graph[keys.SYSTEM_IDX], atomic_energies)
+
+
 class EnergyHead(torch.nn.Module):
     """``E_i = E0[z_i] + shift + scale · ε_i`` and ``E = Σ_i E_i`` per system.
 
@@ -72,10 +79,7 @@ class EnergyHead(torch.nn.Module):
         readout = self.linear_readout(scalars.reshape(scalars.shape[0], -1)) + self.mlp_readout(scalars[:, -1])
         species = graph[keys.SPECIES_INDEX]
         atomic_energies = self.e0s[species] + self.shift + self.scale * readout.squeeze(-1)
-        n_systems = graph[keys.N_ATOMS].shape[0]
-        energy = torch.zeros(n_systems, dtype=atomic_energies.dtype, device=atomic_energies.device)
-        energy = energy.index_add(0, graph[keys.SYSTEM_IDX], atomic_energies)
-        return {keys.ATOMIC_ENERGIES: atomic_energies, keys.ENERGY: energy}
+        return {keys.ATOMIC_ENERGIES: atomic_energies, keys.ENERGY: sum_per_system(atomic_energies, graph)}
 
 
 class LinearEnergyHead(torch.nn.Module):
@@ -110,7 +114,4 @@ class LinearEnergyHead(torch.nn.Module):
         readout = self.readout_out(self.readout_hidden(outputs[keys.NODE_FEATURES])).squeeze(-1)
         species = graph[keys.SPECIES_INDEX]
         atomic_energies = self.e0s[species] + self.shift + self.scale[species] * readout
-        n_systems = graph[keys.N_ATOMS].shape[0]
-        energy = torch.zeros(n_systems, dtype=atomic_energies.dtype, device=atomic_energies.device)
-        energy = energy.index_add(0, graph[keys.SYSTEM_IDX], atomic_energies)
-        return {keys.ATOMIC_ENERGIES: atomic_energies, keys.ENERGY: energy}
+        return {keys.ATOMIC_ENERGIES: atomic_energies, keys.ENERGY: sum_per_system(atomic_energies, graph)}
