@@ -102,14 +102,14 @@ def load_potential(
     name_or_path: str | os.PathLike = "default",
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = torch.float64,
-    kernel: str | None = None,
+    backend: str | None = "auto",
 ):
     """Load a :class:`~atomistic.models.potential.Potential` from a checkpoint directory or name.
 
-    Refuses pickle files (``.pt``, ``.pth``, ...) and unknown format versions with a
+    ``backend`` names the kernel backend (``"auto"``: the fastest correct one for ``device``
+    and ``dtype``; ``None`` means ``"auto"``).  Refuses pickle files (``.pt``, ``.pth``, ...) and unknown format versions with a
     :class:`CheckpointError` that says why.
     """
-    from atomistic.kernels import DEFAULT_BACKEND
     from atomistic.models.builders import build_potential
 
     dtype = _as_dtype(dtype)
@@ -133,11 +133,15 @@ def load_potential(
         hint = f" (found pickle file(s) {pickles}, which are refused)" if pickles else ""
         raise CheckpointError(f"'{directory}' has no {WEIGHTS}{hint}")
     potential = build_potential(
-        manifest["architecture"], kernel=kernel or DEFAULT_BACKEND, name=manifest.get("name", directory.name), dtype=dtype
+        manifest["architecture"],
+        backend=backend or "auto",
+        name=manifest.get("name", directory.name),
+        dtype=dtype,
+        device=device,
     )
-    state = {k: v for k, v in load_file(str(weights_path)).items() if not _is_derived_constant(k)}
+    state = {k: v for k, v in load_file(str(weights_path)).items() if not is_derived_constant(k)}
     missing, unexpected = potential.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not _is_derived_constant(k)]
+    missing = [k for k in missing if not is_derived_constant(k)]
     if missing or unexpected:
         raise CheckpointError(
             f"{weights_path} does not match its architecture: missing {sorted(missing)[:5]}, "
@@ -168,7 +172,7 @@ def save_checkpoint(
     state = {
         k: (v.detach().to(weights_dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
         for k, v in potential.state_dict().items()
-        if not _is_derived_constant(k)
+        if not is_derived_constant(k)
     }
     save_file(state, str(directory / WEIGHTS))
     head = potential.heads["energy"]
@@ -192,12 +196,22 @@ def save_checkpoint(
     return directory
 
 
-def _is_derived_constant(key: str) -> bool:
-    """Buffers of e3nn's compiled tensor-product code (Clebsch–Gordan blocks ``_w3j_*`` and
-    folded ``_tensor_constant*``). They follow from the architecture, are rebuilt exactly in
-    the loading dtype, and are never stored: a float32 copy loaded into a float64 model would
-    break equivariance at the 1e-9 level."""
-    return "._compiled_main" in key
+def is_derived_constant(key: str) -> bool:
+    """State that follows from the architecture and the kernel backend, not from training:
+    everything inside a kernel-backend module (``….convolution.…``, ``….contraction.…``:
+    backends hold no parameters, only index and Clebsch–Gordan tables for their own layout),
+    e3nn's compiled Clebsch–Gordan blocks (``._compiled_main*``), its ``output_mask`` and the
+    empty ``weight`` placeholders of tensor products without internal weights.  It is rebuilt
+    exactly in the loading dtype and for the loading backend, and never stored: a float32 copy
+    loaded into a float64 model would break equivariance at the 1e-9 level, and a checkpoint
+    must load on every backend."""
+    return (
+        ".convolution." in key
+        or ".contraction." in key
+        or "._compiled_main" in key
+        or key.endswith(".output_mask")
+        or key.endswith((".product2.weight", ".product3.weight"))
+    )
 
 
 def _as_dtype(dtype: str | torch.dtype) -> torch.dtype:

@@ -32,7 +32,7 @@ def predict(
     model: Annotated[str, typer.Option(help="Model name or checkpoint directory.")] = "default",
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     dtype: Annotated[str, typer.Option(help="float64 or float32.")] = "float64",
-    kernel: Annotated[str | None, typer.Option(help="Tensor-product backend (default: reference).")] = None,
+    backend: Annotated[str, typer.Option(help="Kernel backend: auto, reference, cueq, triton or e3nn.")] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per structure.")] = False,
     properties: Annotated[str, typer.Option(help="Comma-separated: energy, forces, stress, energies.")] = "energy,forces,stress",
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write results: .extxyz (structures with results) or .jsonl.")] = None,
@@ -43,7 +43,7 @@ def predict(
 
     paths = files or [EXAMPLES]
     try:
-        potential = load_potential(model, device=device, dtype=dtype, kernel=kernel)
+        potential = load_potential(model, device=device, dtype=dtype, backend=backend)
         structures, names = [], []
         for path in paths:
             for k, s in enumerate(read_structures(path)):
@@ -66,7 +66,7 @@ def predict(
         for record in records:
             typer.echo(json.dumps(record))
         return
-    table = Table(title=f"model '{potential.metadata.name}' ({potential.metadata.kernel} kernel, {dtype})")
+    table = Table(title=f"model '{potential.metadata.name}' ({potential.metadata.backend} kernels, {dtype})")
     for column in ("structure", "formula", "atoms", "energy (eV)", "eV/atom", "max |F| (eV/Å)", "pressure (GPa)"):
         table.add_column(column, justify="right" if column != "structure" else "left")
     from atomistic.units import EV_PER_ANG3_TO_GPA
@@ -107,6 +107,7 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default 8000; ATOMISTIC_PORT).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu or cuda.")] = None,
     dtype: Annotated[str | None, typer.Option(help="float64 or float32.")] = None,
+    backend: Annotated[str | None, typer.Option(help="Kernel backend: auto, reference, cueq, triton or e3nn (ATOMISTIC_BACKEND).")] = None,
 ) -> None:
     """Serve models over HTTP (REST API, micro-batching). Other settings: ATOMISTIC_* variables."""
     try:
@@ -116,7 +117,7 @@ def serve(
         from server.main import create_app
     except ImportError as err:
         raise _fail(ValueError(f"the server needs the 'server' extra: pip install 'atomistic[server]' ({err})")) from None
-    overrides = {k: v for k, v in {"models": models, "host": host, "port": port, "device": device, "dtype": dtype}.items() if v}
+    overrides = {k: v for k, v in {"models": models, "host": host, "port": port, "device": device, "dtype": dtype, "backend": backend}.items() if v}
     settings = Settings(**overrides)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info", timeout_graceful_shutdown=30)
 

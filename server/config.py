@@ -24,7 +24,7 @@ class Settings(BaseSettings):
     models: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["default"], description="Models to load (names or checkpoint directories).")
     device: str = Field("cpu", description="cpu or cuda.")
     dtype: str = Field("float64", description="float64 or float32.")
-    kernel: str | None = Field(None, description="Tensor-product backend (default: reference).")
+    backend: str = Field("auto", description="Kernel backend: auto, reference, cueq, triton or e3nn (auto: the fastest correct one for the device and dtype).")
     max_batch_atoms: int = Field(4096, description="Atom budget of one merged forward pass.")
     max_wait_ms: float = Field(5.0, description="How long the batcher waits to fill a batch, ms.")
     queue_size: int = Field(256, description="Structures that may wait per model before 503.")

@@ -90,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from atomistic.checkpoint import load_potential
 
         for name in settings.models:
-            potential = load_potential(name, device=settings.device, dtype=settings.dtype, kernel=settings.kernel)
+            potential = load_potential(name, device=settings.device, dtype=settings.dtype, backend=settings.backend)
             state.potentials[name] = potential
             z = potential.atomic_numbers[0]
             potential.predict({"numbers": [z, z], "positions": [[0, 0, 0], [1.5, 1.5, 1.5]], "cell": bulk("Cu").cell.array * 2, "pbc": True})  # warm-up
@@ -100,7 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             batcher.start()
             state.batchers[name] = batcher
-            log.info("model %s loaded (%s, %s, kernel %s)", name, settings.device, settings.dtype, potential.metadata.kernel)
+            log.info("model %s loaded (%s, %s, backend %s)", name, settings.device, settings.dtype, potential.metadata.backend)
         state.ready = True
         try:
             yield

@@ -56,7 +56,7 @@ class ModelInfo(BaseModel):
     properties: list[str] = Field(..., description="Properties this model can return.")
     dtype: str
     device: str
-    kernel: str = Field(..., description="Tensor-product backend in use.")
+    backend: str = Field(..., description="Tensor-product backend in use.")
     encoder: str
 
 

@@ -1,16 +1,54 @@
+"""Every kernel backend against the e3nn ground truth: values, first and second derivatives,
+equivariance, and whole potentials (energies, forces, stress) equal across backends."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 from e3nn import o3
 
-from atomistic.kernels import ConvolutionSpec, available_backends, make_convolution
+from atomistic.checkpoint import is_derived_constant
+from atomistic.kernels import (
+    ConvolutionSpec,
+    SymmetricContractionSpec,
+    available_backends,
+    make_convolution,
+    make_symmetric_contraction,
+    resolve_backend,
+)
+from atomistic.models.builders import build_potential
+from atomistic.testing import random_periodic_structure
+
+from .conftest import MLEARN_SPECIES, small_mace
+
+# on a GPU machine (scripts/gpu_check.sh) the parity tests run on CUDA
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+FAST_BACKENDS = [b for b in ("reference", "cueq", "triton") if b in available_backends()]
+
+# float32: forward 1e-5, derivatives 3e-4 (relative to the largest entry); float64: 1e-10
+TOLERANCES = {torch.float32: (1e-5, 3e-4), torch.float64: (1e-10, 1e-10)}
+
+
+def _build(factory, spec, backend, dtype):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # e3nn bakes Clebsch-Gordan constants in the construction dtype
+    try:
+        return factory(spec, backend).to(DEVICE)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _close(actual, expected, tolerance, what):
+    scale = max(1.0, expected.abs().max().item())
+    error = (actual - expected).abs().max().item()
+    assert error <= tolerance * scale, f"{what}: max error {error:.2e} > {tolerance:.0e} x {scale:.2g}"
 
 
 def test_registry():
-    assert "reference" in available_backends()
+    assert {"reference", "e3nn"} <= set(available_backends())
     with pytest.raises(ValueError, match="unknown kernel backend 'nope'"):
         make_convolution(ConvolutionSpec("4x0e", "1x0e", 0), "nope")
+    assert resolve_backend("auto", "cpu") == "reference"
 
 
 def test_spec_layout():
@@ -20,28 +58,65 @@ def test_spec_layout():
     assert spec.irreps_out.lmax == 2
 
 
-@pytest.mark.parametrize("backend", available_backends())
+CONVOLUTION_CASES = [  # (node irreps, max_ell of the edge harmonics, sort_output)
+    ("8x0e", 0, False),
+    ("3x0e+3x1o", 1, False),
+    ("5x0e+5x1o", 2, False),
+    ("4x0e+4x1o", 3, False),
+    ("6x0e+3x1e+2x2e", 2, True),  # NequIP/SevenNet style: several multiplicities, sorted outputs
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("case", CONVOLUTION_CASES, ids=lambda c: f"{c[0]}-ell{c[1]}")
+@pytest.mark.parametrize("backend", FAST_BACKENDS)
+def test_convolution_parity(backend, case, dtype):
+    node, max_ell, sort_output = case
+    spec = ConvolutionSpec(node, str(o3.Irreps.spherical_harmonics(max_ell)), lmax_out=max_ell, sort_output=sort_output)
+    truth = _build(make_convolution, spec, "e3nn", dtype)
+    fast = _build(make_convolution, spec, backend, dtype)
+    generator = torch.Generator().manual_seed(len(node) + max_ell)
+    n_nodes, n_edges = 6, 40
+
+    def random(*shape):
+        return torch.randn(*shape, generator=generator, dtype=dtype).to(DEVICE).requires_grad_()
+
+    h, y, w = random(n_nodes, o3.Irreps(node).dim), random(n_edges, o3.Irreps.spherical_harmonics(max_ell).dim), random(n_edges, spec.weight_numel)
+    centre = torch.randint(0, n_nodes, (n_edges,), generator=generator).to(DEVICE)
+    neighbour = torch.randint(0, n_nodes, (n_edges,), generator=generator).to(DEVICE)
+    forward_tol, derivative_tol = TOLERANCES[dtype]
+
+    expected, actual = truth(h, y, w, centre, neighbour), fast(h, y, w, centre, neighbour)
+    _close(actual, expected, forward_tol, "forward")
+    probe = torch.randn(expected.shape, generator=generator, dtype=dtype).to(DEVICE)
+    grads_expected = torch.autograd.grad(expected, (h, y, w), probe, create_graph=True)
+    grads_actual = torch.autograd.grad(actual, (h, y, w), probe, create_graph=True)
+    for name, a, e in zip(("node", "edge", "weight"), grads_actual, grads_expected, strict=True):
+        _close(a, e, derivative_tol, f"d/d{name}")
+    # second derivatives: what a force loss differentiates during training
+    second_expected = torch.autograd.grad(sum((g**2).sum() for g in grads_expected), (h, y, w))
+    second_actual = torch.autograd.grad(sum((g**2).sum() for g in grads_actual), (h, y, w))
+    for name, a, e in zip(("node", "edge", "weight"), second_actual, second_expected, strict=True):
+        _close(a, e, derivative_tol, f"second derivative d/d{name}")
+
+
+@pytest.mark.parametrize("backend", ["e3nn", *FAST_BACKENDS])
 def test_convolution_equivariance_and_sum(backend):
     torch.manual_seed(0)
     spec = ConvolutionSpec("3x0e+3x1o", "1x0e+1x1o+1x2e", lmax_out=2)
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)  # e3nn bakes Clebsch-Gordan constants in the construction dtype
-    try:
-        conv = make_convolution(spec, backend)
-    finally:
-        torch.set_default_dtype(previous)
+    conv = _build(make_convolution, spec, backend, torch.float64)
     n_nodes, n_edges = 5, 17
-    centre = torch.randint(0, n_nodes, (n_edges,))
-    neighbour = torch.randint(0, n_nodes, (n_edges,))
-    vectors = torch.randn(n_edges, 3, dtype=torch.float64)
-    sh = o3.SphericalHarmonics("1x0e+1x1o+1x2e", normalize=True, normalization="component")
-    h = torch.randn(n_nodes, o3.Irreps(spec.irreps_node).dim, dtype=torch.float64)
-    w = torch.randn(n_edges, spec.weight_numel, dtype=torch.float64)
+    centre = torch.randint(0, n_nodes, (n_edges,)).to(DEVICE)
+    neighbour = torch.randint(0, n_nodes, (n_edges,)).to(DEVICE)
+    vectors = torch.randn(n_edges, 3, dtype=torch.float64).to(DEVICE)
+    sh = o3.SphericalHarmonics("1x0e+1x1o+1x2e", normalize=True, normalization="component").to(DEVICE)
+    h = torch.randn(n_nodes, o3.Irreps(spec.irreps_node).dim, dtype=torch.float64).to(DEVICE)
+    w = torch.randn(n_edges, spec.weight_numel, dtype=torch.float64).to(DEVICE)
     out = conv(h, sh(vectors), w, centre, neighbour)
     rotation = o3.rand_matrix(dtype=torch.float64)
-    d_in = o3.Irreps(spec.irreps_node).D_from_matrix(rotation)
-    d_out = spec.irreps_out.D_from_matrix(rotation)
-    rotated = conv(h @ d_in.T, sh(vectors @ rotation.T), w, centre, neighbour)
+    d_in = o3.Irreps(spec.irreps_node).D_from_matrix(rotation).to(DEVICE)
+    d_out = spec.irreps_out.D_from_matrix(rotation).to(DEVICE)
+    rotated = conv(h @ d_in.T, sh(vectors @ rotation.to(DEVICE).T), w, centre, neighbour)
     # e3nn builds Wigner D matrices from float32 tables, so ~1e-7 is the best this comparison can do
     torch.testing.assert_close(rotated, out @ d_out.T, atol=1e-5, rtol=1e-5)
     # messages are summed at the centre: splitting the edges in two and adding gives the same
@@ -50,3 +125,71 @@ def test_convolution_equivariance_and_sum(backend):
         h, sh(vectors[half:]), w[half:], centre[half:], neighbour[half:]
     )
     torch.testing.assert_close(parts, out, atol=1e-12, rtol=0)
+
+
+CONTRACTION_CASES = [  # (max_ell of the atomic basis, hidden lmax, correlation, channels)
+    (0, 0, 1, 4),
+    (1, 1, 2, 3),
+    (2, 1, 3, 4),
+    (2, 2, 2, 2),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("case", CONTRACTION_CASES, ids=lambda c: "ell{}-h{}-corr{}-c{}".format(*c))
+@pytest.mark.parametrize("backend", [b for b in FAST_BACKENDS if b != "triton"])  # triton uses reference's
+def test_symmetric_contraction_parity(backend, case, dtype):
+    max_ell, hidden_lmax, correlation, channels = case
+    irreps_in = o3.Irreps([(channels, (degree, (-1) ** degree)) for degree in range(max_ell + 1)])
+    irreps_out = o3.Irreps([(channels, (degree, (-1) ** degree)) for degree in range(hidden_lmax + 1)])
+    spec = SymmetricContractionSpec(str(irreps_in), str(irreps_out), correlation)
+    truth = _build(make_symmetric_contraction, spec, "e3nn", dtype)
+    fast = _build(make_symmetric_contraction, spec, backend, dtype)
+    generator = torch.Generator().manual_seed(max_ell + correlation)
+    num_species, n_atoms = 3, 11
+    a = torch.randn(n_atoms, irreps_in.dim, generator=generator, dtype=dtype).to(DEVICE).requires_grad_()
+    species = torch.randint(0, num_species, (n_atoms,), generator=generator).to(DEVICE)
+    weights = [
+        torch.randn(num_species, spec.num_paths(order), channels, generator=generator, dtype=dtype).to(DEVICE).requires_grad_()
+        for order in range(1, correlation + 1)
+    ]
+    forward_tol, derivative_tol = TOLERANCES[dtype]
+    expected, actual = truth(a, species, weights), fast(a, species, weights)
+    _close(actual, expected, forward_tol, "forward")
+    probe = torch.randn(expected.shape, generator=generator, dtype=dtype).to(DEVICE)
+    grads_expected = torch.autograd.grad(expected, (a, *weights), probe, create_graph=True)
+    grads_actual = torch.autograd.grad(actual, (a, *weights), probe, create_graph=True)
+    for k, (g_a, g_e) in enumerate(zip(grads_actual, grads_expected, strict=True)):
+        _close(g_a, g_e, derivative_tol, f"derivative {k}")
+    second_expected = torch.autograd.grad((grads_expected[0] ** 2).sum(), a, allow_unused=True, materialize_grads=True)[0]
+    second_actual = torch.autograd.grad((grads_actual[0] ** 2).sum(), a, allow_unused=True, materialize_grads=True)[0]
+    _close(second_actual, second_expected, derivative_tol, "second derivative")
+    # one species only takes the single-species path of the reference backend
+    same = torch.zeros_like(species)
+    _close(fast(a, same, weights), truth(a, same, weights), forward_tol, "forward, one species")
+
+
+@pytest.mark.slow
+def test_symmetric_contraction_parity_ell3_cueq():
+    """cuEquivariance builds its l = 3 symmetric basis slowly (~1 min): slow test."""
+    if "cueq" not in available_backends():
+        pytest.skip("cuequivariance-torch not installed")
+    test_symmetric_contraction_parity("cueq", (3, 1, 3, 2), torch.float64)
+
+
+@pytest.mark.parametrize("backend", FAST_BACKENDS)
+def test_potential_equal_across_backends(backend):
+    """A whole potential (energy, forces, stress) gives the same numbers on every backend,
+    from one set of weights."""
+    truth = small_mace(2, 1, 3, 2, backend="e3nn").to(DEVICE)
+    fast = build_potential(truth.metadata.architecture, backend=backend, dtype=torch.float64, device=DEVICE)
+    missing, unexpected = fast.load_state_dict(
+        {k: v for k, v in truth.state_dict().items() if not is_derived_constant(k)}, strict=False
+    )
+    assert not unexpected and all(is_derived_constant(k) for k in missing)
+    atoms = random_periodic_structure(MLEARN_SPECIES, n_atoms=6, seed=11)
+    [expected] = truth.predict([atoms])
+    [actual] = fast.predict([atoms])
+    assert abs(actual["energy"] - expected["energy"]) < 1e-10
+    torch.testing.assert_close(torch.as_tensor(actual["forces"]), torch.as_tensor(expected["forces"]), atol=1e-10, rtol=0)
+    torch.testing.assert_close(torch.as_tensor(actual["stress"]), torch.as_tensor(expected["stress"]), atol=1e-10, rtol=0)

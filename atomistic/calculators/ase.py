@@ -12,17 +12,17 @@ from ase.stress import full_3x3_to_voigt_6_stress
 from atomistic import keys
 from atomistic.checkpoint import load_potential, resolve
 
-_SHARED: dict[tuple[str, str, str, str | None], Any] = {}
+_SHARED: dict[tuple[str, str, str, str], Any] = {}
 _LOCK = threading.Lock()
 
 
-def shared_potential(model: str, device: str = "cpu", dtype: str = "float64", kernel: str | None = None):
-    """Load ``model`` once per (path, device, dtype, kernel); later calls share the weights."""
+def shared_potential(model: str, device: str = "cpu", dtype: str = "float64", backend: str = "auto"):
+    """Load ``model`` once per (path, device, dtype, backend); later calls share the weights."""
     path = str(resolve(model).resolve())
-    key = (path, str(device), str(dtype), kernel)
+    key = (path, str(device), str(dtype), backend)
     with _LOCK:
         if key not in _SHARED:
-            _SHARED[key] = load_potential(path, device=device, dtype=dtype, kernel=kernel)
+            _SHARED[key] = load_potential(path, device=device, dtype=dtype, backend=backend)
         return _SHARED[key]
 
 
@@ -33,7 +33,8 @@ class AtomisticCalculator(Calculator):
         model: a model name (``"default"``) or checkpoint directory.
         device: ``"cpu"`` or ``"cuda"``.
         dtype: ``"float64"`` (default) or ``"float32"``.
-        kernel: tensor-product backend (``None``: the default backend).
+        backend: kernel backend (``"auto"``, ``"reference"``, ``"cueq"``, ``"triton"``, ``"e3nn"``);
+            ``"auto"`` picks the fastest correct one for the device and dtype.
         potential: an already-loaded ``Potential`` to use instead of ``model``.
 
     Units: eV, eV/Å, and stress in eV/Å³ (ASE's Voigt order and sign).  Several calculators
@@ -42,9 +43,9 @@ class AtomisticCalculator(Calculator):
 
     implemented_properties = ["energy", "free_energy", "energies", "forces", "stress"]
 
-    def __init__(self, model: str = "default", device: str = "cpu", dtype: str = "float64", kernel: str | None = None, potential=None, **kwargs):
+    def __init__(self, model: str = "default", device: str = "cpu", dtype: str = "float64", backend: str = "auto", potential=None, **kwargs):
         super().__init__(**kwargs)
-        self.potential = potential if potential is not None else shared_potential(model, device, dtype, kernel)
+        self.potential = potential if potential is not None else shared_potential(model, device, dtype, backend)
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)

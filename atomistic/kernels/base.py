@@ -1,10 +1,11 @@
-"""The interface every tensor-product convolution backend implements."""
+"""The interfaces every kernel backend implements."""
 
 from __future__ import annotations
 
 import torch
+from e3nn import o3
 
-from atomistic.kernels.spec import ConvolutionSpec
+from atomistic.kernels.spec import ConvolutionSpec, SymmetricContractionSpec
 
 
 class TensorProductConvolution(torch.nn.Module):
@@ -36,5 +37,30 @@ class TensorProductConvolution(torch.nn.Module):
         edge_weights: torch.Tensor,
         centre: torch.Tensor,
         neighbour: torch.Tensor,
+    ) -> torch.Tensor:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class SymmetricContraction(torch.nn.Module):
+    """The product basis without its parameters: the weights arrive as arguments.
+
+    Forward:
+        atomic_basis: ``[n_atoms, irreps_in.dim]``
+        species: ``[n_atoms]`` int64 species index
+        weights: one tensor per correlation order, ``[num_species, num_paths(ν), channels]``
+    Returns:
+        ``[n_atoms, irreps_out.dim]``
+    """
+
+    backend_name: str = "abstract"
+
+    def __init__(self, spec: SymmetricContractionSpec):
+        super().__init__()
+        self.spec = spec
+        self.irreps_in = o3.Irreps(spec.irreps_in)
+        self.irreps_out = o3.Irreps(spec.irreps_out)
+
+    def forward(
+        self, atomic_basis: torch.Tensor, species: torch.Tensor, weights: list[torch.Tensor]
     ) -> torch.Tensor:  # pragma: no cover - interface
         raise NotImplementedError

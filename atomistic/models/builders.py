@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from atomistic.kernels import DEFAULT_BACKEND
+from atomistic.kernels import DEFAULT_BACKEND, resolve_backend
 from atomistic.models.encoders.mace import MACEConfig, MACEEncoder
 from atomistic.models.encoders.nequip import NequIPConfig, NequIPEncoder
 from atomistic.models.heads.energy import EnergyHead, LinearEnergyHead
@@ -20,7 +20,7 @@ ENCODERS: dict[str, tuple[type, Callable[..., torch.nn.Module]]] = {
 }
 
 
-def build_encoder(name: str, config: dict[str, Any], kernel: str = DEFAULT_BACKEND) -> torch.nn.Module:
+def build_encoder(name: str, config: dict[str, Any], backend: str = DEFAULT_BACKEND) -> torch.nn.Module:
     if name not in ENCODERS:
         raise ValueError(f"unknown encoder '{name}'; available: {sorted(ENCODERS)}")
     config_cls, encoder_cls = ENCODERS[name]
@@ -28,7 +28,7 @@ def build_encoder(name: str, config: dict[str, Any], kernel: str = DEFAULT_BACKE
         typed = config_cls(**config)
     except TypeError as err:
         raise ValueError(f"invalid {name} encoder config: {err}") from None
-    return encoder_cls(typed, kernel=kernel)
+    return encoder_cls(typed, backend=backend)
 
 
 def build_energy_head(
@@ -63,25 +63,27 @@ HEADS: dict[str, Callable[..., torch.nn.Module]] = {"energy": build_energy_head}
 def build_potential(
     architecture: dict[str, Any],
     *,
-    kernel: str = DEFAULT_BACKEND,
+    backend: str = DEFAULT_BACKEND,
     name: str = "unnamed",
     dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "cpu",
 ) -> Potential:
     """Build a freshly initialised :class:`Potential` from an architecture dict::
 
         {"encoder": {"name": "mace", "config": {...MACEConfig fields...}},
          "heads": {"energy": {"mlp_hidden": 16}}}
     """
+    backend = resolve_backend(backend, device, dtype)
     encoder_spec = architecture["encoder"]
     with _default_dtype(dtype):
-        encoder = build_encoder(encoder_spec["name"], dict(encoder_spec["config"]), kernel=kernel)
+        encoder = build_encoder(encoder_spec["name"], dict(encoder_spec["config"]), backend=backend)
         heads = {}
         for head_name, head_config in architecture.get("heads", {"energy": {}}).items():
             if head_name not in HEADS:
                 raise ValueError(f"unknown head '{head_name}'; available: {sorted(HEADS)}")
             heads[head_name] = HEADS[head_name](encoder, **head_config)
-    metadata = PotentialMetadata(name=name, architecture=architecture, kernel=kernel)
-    return Potential(encoder, heads, metadata).to(dtype)
+    metadata = PotentialMetadata(name=name, architecture=architecture, backend=backend)
+    return Potential(encoder, heads, metadata).to(device=device, dtype=dtype)
 
 
 def mace_architecture(config: MACEConfig, energy_mlp_hidden: int = 16) -> dict[str, Any]:

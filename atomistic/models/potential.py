@@ -37,7 +37,7 @@ class PotentialMetadata:
     )
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
     metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
-    kernel: str = "reference"
+    backend: str = "reference"
 
 
 class Potential(torch.nn.Module):

@@ -21,7 +21,7 @@ class Interaction(torch.nn.Module):
         num_radial: size of the radial embedding.
         radial_hidden: hidden widths of the radial MLP.
         avg_num_neighbors: normalisation of the neighbour sum.
-        kernel: tensor-product backend name.
+        backend: tensor-product backend name.
         radial_variance: mean square of the radial embedding (normalises the radial MLP).
 
     Forward:
@@ -38,7 +38,7 @@ class Interaction(torch.nn.Module):
         num_radial: int,
         radial_hidden: Sequence[int],
         avg_num_neighbors: float,
-        kernel: str = "reference",
+        backend: str = "reference",
         radial_variance: float = 1.0,
     ):
         super().__init__()
@@ -52,7 +52,7 @@ class Interaction(torch.nn.Module):
             lmax_out=self.irreps_out.lmax,
             parity_out=tuple(sorted({ir.p for _, ir in self.irreps_out})),
         )
-        self.convolution = make_convolution(self.spec, kernel)
+        self.convolution = make_convolution(self.spec, backend)
         self.radial_mlp = FullyConnectedNet(
             [num_radial, *radial_hidden, self.spec.weight_numel],
             torch.nn.functional.silu,

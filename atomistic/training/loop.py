@@ -65,7 +65,7 @@ class Trainer:
         self.parameters = [p for p in potential.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
         self.ema = build_potential(
-            potential.metadata.architecture, kernel=potential.metadata.kernel, name=potential.metadata.name, dtype=self.dtype
+            potential.metadata.architecture, backend=potential.metadata.backend, name=potential.metadata.name, dtype=self.dtype
         )
         self.ema.load_state_dict(potential.state_dict())
         for p in self.ema.parameters():

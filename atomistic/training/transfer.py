@@ -31,7 +31,7 @@ def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, 
     if architecture["encoder"]["name"] != "mace":
         raise ValueError("adding elements is implemented for the MACE-class encoder")
     architecture["encoder"]["config"]["species"] = list(old) + added
-    grown = build_potential(architecture, kernel=potential.metadata.kernel, name=potential.metadata.name, dtype=potential.dtype)
+    grown = build_potential(architecture, backend=potential.metadata.backend, name=potential.metadata.name, dtype=potential.dtype)
     n_old, n_new = len(old), len(old) + len(added)
     fan_in_factor = math.sqrt(n_new / n_old)  # e3nn normalises species-input weights by 1/sqrt(n_species)
     old_state = potential.state_dict()

@@ -25,7 +25,7 @@ def list_models(state: ServerState = Depends(get_state)) -> list[ModelInfo]:
                 properties=[keys.ENERGY, keys.FORCES, keys.STRESS, keys.ATOMIC_ENERGIES],
                 dtype=str(potential.dtype).replace("torch.", ""),
                 device=str(potential.device),
-                kernel=potential.metadata.kernel,
+                backend=potential.metadata.backend,
                 encoder=potential.encoder.name,
             )
         )

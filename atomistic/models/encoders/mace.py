@@ -92,7 +92,7 @@ class MACELayer(torch.nn.Module):
     """Interaction → product basis → (+ species-wise residual)."""
 
     def __init__(
-        self, config: MACEConfig, irreps_in: o3.Irreps, residual: bool, kernel: str, radial_variance: float
+        self, config: MACEConfig, irreps_in: o3.Irreps, residual: bool, backend: str, radial_variance: float
     ):
         super().__init__()
         num_species = len(config.species)
@@ -105,10 +105,12 @@ class MACELayer(torch.nn.Module):
             num_radial=config.num_bessel,
             radial_hidden=config.radial_hidden,
             avg_num_neighbors=config.avg_num_neighbors,
-            kernel=kernel,
+            backend=backend,
             radial_variance=radial_variance,
         )
-        self.product = ProductBasis(config.irreps_atomic_basis, self.irreps_out, config.correlation, num_species)
+        self.product = ProductBasis(
+            config.irreps_atomic_basis, self.irreps_out, config.correlation, num_species, backend=backend
+        )
         self.residual = (
             o3.FullyConnectedTensorProduct(self.irreps_in, o3.Irreps(f"{num_species}x0e"), self.irreps_out)
             if residual
@@ -133,10 +135,10 @@ class MACEEncoder(torch.nn.Module):
 
     name = "mace"
 
-    def __init__(self, config: MACEConfig, kernel: str = "reference"):
+    def __init__(self, config: MACEConfig, backend: str = "reference"):
         super().__init__()
         self.config = config
-        self.kernel = kernel
+        self.backend = backend
         self.num_species = len(config.species)
         self.cutoff = config.cutoff
         self.irreps_out = config.irreps_hidden
@@ -149,7 +151,7 @@ class MACEEncoder(torch.nn.Module):
         layers = []
         irreps_in = irreps_embedding
         for i in range(config.num_layers):
-            layers.append(MACELayer(config, irreps_in, residual=i > 0, kernel=kernel, radial_variance=radial_variance))
+            layers.append(MACELayer(config, irreps_in, residual=i > 0, backend=backend, radial_variance=radial_variance))
             irreps_in = layers[-1].irreps_out
         self.layers = torch.nn.ModuleList(layers)
 

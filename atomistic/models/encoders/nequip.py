@@ -116,7 +116,7 @@ def _gate(irreps_out: o3.Irreps, scalar_act: dict[str, str], gate_act: dict[str,
 class NequIPLayer(torch.nn.Module):
     """self-connection + linear → convolution → linear, summed, then the gate."""
 
-    def __init__(self, config: NequIPConfig, index: int, kernel: str):
+    def __init__(self, config: NequIPConfig, index: int, backend: str):
         super().__init__()
         self.irreps_in = o3.Irreps(config.irreps_layers[index])
         self.irreps_out = o3.Irreps(config.irreps_layers[index + 1])
@@ -139,7 +139,7 @@ class NequIPLayer(torch.nn.Module):
             parity_out=parities,
             sort_output=True,
         )
-        self.convolution = make_convolution(self.spec, kernel)
+        self.convolution = make_convolution(self.spec, backend)
         self.radial_mlp = FullyConnectedNet(
             [config.num_bessel, *config.radial_hidden, self.spec.weight_numel], activation(config.radial_activation)
         )
@@ -162,10 +162,10 @@ class NequIPEncoder(torch.nn.Module):
 
     name = "nequip"
 
-    def __init__(self, config: NequIPConfig, kernel: str = "reference"):
+    def __init__(self, config: NequIPConfig, backend: str = "reference"):
         super().__init__()
         self.config = config
-        self.kernel = kernel
+        self.backend = backend
         self.num_species = len(config.species)
         self.cutoff = config.cutoff
         self.num_layers = config.num_layers
@@ -177,7 +177,7 @@ class NequIPEncoder(torch.nn.Module):
             self.cutoff_envelope = PolynomialCutoff(config.cutoff, config.envelope_exponent)
         self.spherical_harmonics = o3.SphericalHarmonics(config.irreps_edge, normalize=True, normalization="component")
         self.embedding = o3.Linear(o3.Irreps(f"{self.num_species}x0e"), o3.Irreps(config.irreps_layers[0]))
-        self.layers = torch.nn.ModuleList(NequIPLayer(config, i, kernel) for i in range(config.num_layers))
+        self.layers = torch.nn.ModuleList(NequIPLayer(config, i, backend) for i in range(config.num_layers))
 
     def forward(self, graph: AtomicGraph) -> dict[str, torch.Tensor]:
         centre, neighbour = graph[keys.EDGE_INDEX][0], graph[keys.EDGE_INDEX][1]
