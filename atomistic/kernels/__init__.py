@@ -14,6 +14,8 @@ Backends:
                    its portable PyTorch path on CPU.
     ``triton``     our fused gather → tensor product → scatter Triton kernel for the
                    convolution (the other operations use ``reference``).
+    ``cpu``        the same fusion as a C++/OpenMP kernel, compiled on first use (the other
+                   operations use ``reference``).
     ``auto``       the fastest correct backend for the device and dtype (see :func:`resolve_backend`).
 """
 
@@ -74,6 +76,11 @@ _BACKENDS: dict[str, Backend] = {
         _lazy("atomistic.kernels.cueq", "CueqSymmetricContraction"),
         _installed("cuequivariance_torch"),
     ),
+    "cpu": Backend(
+        _lazy("atomistic.kernels.cpu_fused", "CpuFusedConvolution"),
+        DenseSymmetricContraction,
+        lambda: importlib.import_module("atomistic.kernels.cpu_fused").compiler_present(),
+    ),
     "triton": Backend(
         _lazy("atomistic.kernels.triton_conv", "TritonConvolution"),
         DenseSymmetricContraction,
@@ -95,9 +102,9 @@ def available_backends() -> tuple[str, ...]:
 def resolve_backend(name: str, device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> str:
     """Turn ``"auto"`` into a concrete backend for ``device``/``dtype``; check any other name.
 
-    ``auto`` picks cuEquivariance on CUDA when it is installed (its fused kernels are the
-    fastest measured there), else the Triton kernel on CUDA, else ``reference`` (the fastest
-    on CPU: see docs/benchmarks.md).
+    ``auto`` picks cuEquivariance on CUDA when it is installed, else the Triton kernel on
+    CUDA; on CPU the fused C++ kernel (``cpu``) when it compiles here, else ``reference``
+    (docs/benchmarks.md has the measurements behind this order).
     """
     if name == "auto":
         device_type = torch.device(device).type
@@ -106,6 +113,8 @@ def resolve_backend(name: str, device: str | torch.device = "cpu", dtype: torch.
             chosen = "cueq"
         elif device_type == "cuda" and "triton" in available:
             chosen = "triton"
+        elif device_type == "cpu" and importlib.import_module("atomistic.kernels.cpu_fused").extension_builds():
+            chosen = "cpu"
         else:
             chosen = "reference"
         log.info("kernel backend 'auto' resolved to '%s' for device %s, dtype %s", chosen, device_type, dtype)
@@ -116,6 +125,7 @@ def resolve_backend(name: str, device: str | torch.device = "cpu", dtype: torch.
         hint = {
             "cueq": "pip install cuequivariance-torch (and on CUDA the cuequivariance-ops-torch wheel for your CUDA version)",
             "triton": "pip install triton; it needs a CUDA GPU, or TRITON_INTERPRET=1 to run its interpreter on CPU",
+            "cpu": "it needs a C++ compiler (c++/g++) and the ninja package",
         }.get(name, "")
         raise ValueError(
             f"kernel backend '{name}' cannot run here ({hint}); available: {', '.join(available_backends())}, auto"

@@ -208,6 +208,33 @@ def output_index(spec: ConvolutionSpec) -> torch.Tensor:
     return columns
 
 
+def sparse_terms(spec: ConvolutionSpec):
+    """The convolution as sparse terms, for the fused kernels.  Per path:
+    ``(mul, node_start, node_dim, weight_offset, out_start, out_dim, terms)`` with
+    ``terms[k] = [(a, j, coefficient), ...]``: output component ``k`` gets
+    ``coefficient · h[a] · y[j]`` (``a`` within the node irrep, ``j`` an absolute column of the
+    edge attributes), path weight included."""
+    node, edge = o3.Irreps(spec.irreps_node), o3.Irreps(spec.irreps_edge)
+    node_slices, edge_slices, out_slices = node.slices(), edge.slices(), spec.irreps_out.slices()
+    paths, weight_offset = [], 0
+    for p, (i_node, i_edge, i_out) in enumerate(spec.paths):
+        mul, ir1 = node[i_node]
+        ir2, ir3 = edge[i_edge].ir, spec.irreps_out[i_out].ir
+        cg = o3.wigner_3j(ir1.l, ir2.l, ir3.l, dtype=torch.float64) * spec.path_weight(p)
+        terms = [
+            [
+                (a, edge_slices[i_edge].start + j, float(cg[a, j, k]))
+                for a in range(ir1.dim)
+                for j in range(ir2.dim)
+                if abs(float(cg[a, j, k])) > 1e-12
+            ]
+            for k in range(ir3.dim)
+        ]
+        paths.append((mul, node_slices[i_node].start, ir1.dim, weight_offset, out_slices[i_out].start, ir3.dim, terms))
+        weight_offset += mul
+    return paths
+
+
 def _uuu_paths(irreps1: o3.Irreps, irreps2: o3.Irreps, allowed: set[o3.Irrep], symmetric: bool):
     """Channel-wise ("uuu") couplings of ``irreps1 ⊗ irreps2`` into ``allowed`` irreps;
     ``symmetric`` keeps only ``i1 <= i2``."""

@@ -34,7 +34,7 @@ import torch
 from e3nn import o3
 
 from atomistic.kernels.base import TensorProductConvolution
-from atomistic.kernels.spec import ConvolutionSpec
+from atomistic.kernels.spec import ConvolutionSpec, sparse_terms
 
 _SPECS: dict[str, ConvolutionSpec] = {}
 BLOCK_EDGES = 32
@@ -46,30 +46,10 @@ def _register(spec: ConvolutionSpec) -> str:
     return key
 
 
-def _terms(spec: ConvolutionSpec):
-    """Per path: ``(mul, node_start, node_dim, weight_offset, out_start, out_dim, terms)`` with
-    ``terms[k] = [(a, j, coefficient), ...]`` for output component ``k``: node component ``a``
-    (within the node irrep), edge component ``j`` (absolute column of the edge attributes)."""
-    node, edge = o3.Irreps(spec.irreps_node), o3.Irreps(spec.irreps_edge)
-    node_slices, edge_slices, out_slices = node.slices(), edge.slices(), spec.irreps_out.slices()
-    paths, weight_offset = [], 0
-    for p, (i_node, i_edge, i_out) in enumerate(spec.paths):
-        mul, ir1 = node[i_node]
-        ir2, ir3 = edge[i_edge].ir, spec.irreps_out[i_out].ir
-        cg = o3.wigner_3j(ir1.l, ir2.l, ir3.l, dtype=torch.float64) * spec.path_weight(p)
-        terms = [
-            [(a, edge_slices[i_edge].start + j, float(cg[a, j, k])) for a in range(ir1.dim) for j in range(ir2.dim) if abs(float(cg[a, j, k])) > 1e-12]
-            for k in range(ir3.dim)
-        ]
-        paths.append((mul, node_slices[i_node].start, ir1.dim, weight_offset, out_slices[i_out].start, ir3.dim, terms))
-        weight_offset += mul
-    return paths
-
-
 def _generate_source(spec: ConvolutionSpec) -> str:
     """Python source of the forward and backward Triton kernels specialised to ``spec``."""
     node, edge = o3.Irreps(spec.irreps_node), o3.Irreps(spec.irreps_edge)
-    paths = _terms(spec)
+    paths = sparse_terms(spec)
     node_dim, edge_dim, weight_dim, out_dim = node.dim, edge.dim, spec.weight_numel, spec.irreps_out.dim
     # node irreps that paths read: (node_start, node_dim, mul)
     sources = sorted({(start, dim, mul) for mul, start, dim, *_ in paths})
