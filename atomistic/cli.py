@@ -1,11 +1,13 @@
-"""Command line: ``atomistic predict | models | info``.
+"""Command line: ``atomistic predict | score | serve | models | info | eval | train | import``.
 
     atomistic predict                      # the bundled example structures, default model
     atomistic predict relaxed.cif --json   # one JSON object per structure
+    atomistic score big.extxyz -o scores.jsonl [--engine ray]   # streaming, resumable
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated
@@ -14,6 +16,8 @@ import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from atomistic import keys
 
 app = typer.Typer(help="atomistic: equivariant machine-learning force fields.", no_args_is_help=True, add_completion=False)
 console = Console(width=max(Console().width, 120))
@@ -98,6 +102,82 @@ def _write_results(output: Path, structures, results, records) -> None:
         atoms.calc = SinglePointCalculator(atoms, **values)
         frames.append(atoms)
     write(output, frames, format="extxyz")
+
+
+@app.command()
+def score(
+    input_path: Annotated[Path, typer.Argument(metavar="INPUT", help="Structures: .extxyz/.xyz or .jsonl (one structure object per line); read one at a time.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Results, JSON lines: {index, energy, forces, ...} or {index, error} per input, in order.")],
+    model: Annotated[str, typer.Option(help="Model name or checkpoint directory.")] = "default",
+    properties: Annotated[str, typer.Option(help="Comma-separated: energy, forces, stress, energies.")] = "energy,forces",
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    dtype: Annotated[str, typer.Option(help="float64 or float32.")] = "float64",
+    backend: Annotated[str, typer.Option(help="Kernel backend: auto, reference, cpu, cueq, triton or e3nn.")] = "auto",
+    chunk_size: Annotated[int, typer.Option(help="Structures per chunk (the unit of progress and resume).")] = 64,
+    engine: Annotated[str, typer.Option(help="local (this process) or ray (one model replica per Ray worker).")] = "local",
+    workers: Annotated[int, typer.Option(help="Ray workers (engine ray).")] = 2,
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (engine ray); default: start a local instance.")] = None,
+    input_format: Annotated[str | None, typer.Option("--format", help="extxyz or jsonl (default: from the file name).")] = None,
+) -> None:
+    """Score every structure of INPUT into OUTPUT, streaming and resumable: re-running the same
+    command after an interruption continues from the last completed chunk."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bar
+
+    from atomistic.scoring import Progress, count_inputs, run_scoring
+    from atomistic.scoring import input_format as format_of
+
+    wanted = tuple(p.strip() for p in properties.split(",") if p.strip())
+    try:
+        fmt = format_of(input_path, input_format)
+        if not input_path.exists():
+            raise FileNotFoundError(f"no such input file: '{input_path}'")
+        unknown = set(wanted) - set(keys.PROPERTIES)
+        if unknown:
+            raise ValueError(f"--properties: unknown {sorted(unknown)}; choose from {list(keys.PROPERTIES)}")
+        if engine not in ("local", "ray"):
+            raise ValueError(f"--engine: 'local' or 'ray', got '{engine}'")
+        total = count_inputs(input_path, fmt)
+    except (ValueError, FileNotFoundError) as err:
+        raise _fail(err) from None
+    state_path = output.with_name(output.name + ".progress.json")
+    identity = {"input": str(input_path.resolve()), "input_bytes": input_path.stat().st_size, "model": model, "properties": list(wanted)}
+    progress = Progress()
+    if state_path.exists():
+        saved = json.loads(state_path.read_text())
+        if saved.get("identity") != identity:
+            raise _fail(ValueError(f"{state_path} belongs to another run (input, model or properties differ); remove it to start over"))
+        progress = Progress(**saved["progress"])
+    elif output.exists():
+        raise _fail(ValueError(f"{output} exists without {state_path.name}; remove it or choose another --output"))
+
+    def commit(p: Progress) -> None:
+        tmp = state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"identity": identity, "progress": dataclasses.asdict(p)}))
+        tmp.replace(state_path)  # atomic: the results file is fsync'd before this
+        bar.update(task, completed=p.done)
+
+    try:
+        if engine == "ray":
+            from atomistic.score_engines import ray_map
+
+            map_chunks = ray_map(model, device, dtype, backend, wanted, workers, ray_address)
+            potential = None
+        else:
+            from atomistic.checkpoint import load_potential
+
+            potential = load_potential(model, device=device, dtype=dtype, backend=backend)
+            map_chunks = None
+    except (ValueError, FileNotFoundError) as err:
+        raise _fail(err) from None
+    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Bar(*columns, console=Console(stderr=True)) as bar:
+        task = bar.add_task(f"scoring ({engine})", total=total, completed=progress.done)
+        final = run_scoring(
+            potential, input_path, output, format=fmt, properties=wanted, progress=progress, commit=commit,
+            chunk_size=chunk_size, map_chunks=map_chunks,
+        )
+    typer.echo(f"scored {final.done} of {total} structures ({final.failed} rejected) into {output}")
 
 
 @app.command()

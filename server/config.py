@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(16 * 1024 * 1024, description="Request body limit, bytes.")
     max_structures_per_request: int = Field(1000, description="Structures per /v1/predict request.")
     max_atoms_per_structure: int = Field(4096, description="Atoms per structure.")
+    data_dir: str = Field("atomistic-data", description="Folder of the job store (SQLite) and the jobs' inputs and results.")
+    max_job_bytes: int = Field(1024**3, description="Upload limit of one batch-scoring job, bytes.")
+    job_chunk_size: int = Field(64, description="Structures scored (and committed) per job chunk.")
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Bearer tokens; empty: no authentication.")
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Allowed CORS origins; empty: CORS off.")
 

@@ -13,8 +13,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.batching import MicroBatcher
 from server.config import Settings
+from server.jobs import JobRunner, JobStore
 from server.metrics import ServerMetrics
-from server.routers import health, models, predict
+from server.routers import health, jobs, models, predict
 from server.state import ServerState
 
 log = logging.getLogger("atomistic.server")
@@ -29,7 +30,8 @@ class BodyLimitMiddleware:
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("path", "").startswith("/v1/jobs"):
+            # job uploads stream to disk under their own, larger limit (Settings.max_job_bytes)
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
@@ -101,11 +103,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             batcher.start()
             state.batchers[name] = batcher
             log.info("model %s loaded (%s, %s, backend %s)", name, settings.device, settings.dtype, potential.metadata.backend)
+        state.jobs = JobStore(settings.data_dir)
+        state.job_runner = JobRunner(state.jobs, state.potentials, settings.job_chunk_size)
+        state.job_runner.start()  # resumes jobs interrupted by a crash or a kill
         state.ready = True
         try:
             yield
         finally:
             state.shutting_down = True  # readiness false at once; queued work still finishes
+            await state.job_runner.stop()  # the running chunk finishes and commits
             for batcher in state.batchers.values():
                 await batcher.stop(drain=True)
 
@@ -147,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(predict.router)
+    app.include_router(jobs.router)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)

@@ -63,3 +63,20 @@ class ModelInfo(BaseModel):
 class ErrorResponse(BaseModel):
     error: str = Field(..., description="Short error kind.")
     detail: str | list | dict | None = Field(None, description="What was wrong, naming the field.")
+
+
+class JobStatus(BaseModel):
+    """A batch-scoring job."""
+
+    id: str = Field(..., description="Job id.")
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] = Field(..., description="Job state.")
+    model: str = Field(..., description="Model that scores the job.")
+    properties: list[str] = Field(..., description="Properties computed per structure: energy (eV), forces (eV/Å), stress (eV/Å³), energies (eV).")
+    n_total: int = Field(..., description="Structures in the input.")
+    n_done: int = Field(..., description="Structures scored and committed so far (in input order).")
+    n_failed: int = Field(..., description="Structures among n_done that were rejected (their result line holds 'error').")
+    progress: float = Field(..., description="n_done / n_total, 0 to 1.")
+    error: str | None = Field(None, description="Why the job failed, when it did.")
+    created: float = Field(..., description="Creation time, seconds since the Unix epoch (UTC).")
+    updated: float = Field(..., description="Last progress or state change, seconds since the Unix epoch (UTC).")
+    created_now: bool | None = Field(None, description="On POST: false when an Idempotency-Key matched an existing job.")

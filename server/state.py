@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from server.batching import MicroBatcher
 from server.config import Settings
@@ -15,5 +16,7 @@ class ServerState:
     metrics: ServerMetrics
     potentials: dict = dataclasses.field(default_factory=dict)
     batchers: dict[str, MicroBatcher] = dataclasses.field(default_factory=dict)
+    jobs: Any = None  # server.jobs.JobStore
+    job_runner: Any = None  # server.jobs.JobRunner
     ready: bool = False
     shutting_down: bool = False

@@ -4,6 +4,7 @@ import concurrent.futures
 import io
 import json
 import math
+import tempfile
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ SI = {
 
 
 def _client(**overrides) -> TestClient:
+    overrides.setdefault("data_dir", tempfile.mkdtemp(prefix="atomistic-test-"))
     settings = Settings(models=["mlearn-small"], max_wait_ms=20.0, **overrides)
     return TestClient(create_app(settings))
 
@@ -154,7 +156,7 @@ def test_remote_calculator_against_live_server():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    settings = Settings(models=["mlearn-small"], port=port, api_keys=["k"])
+    settings = Settings(models=["mlearn-small"], port=port, api_keys=["k"], data_dir=tempfile.mkdtemp(prefix="atomistic-test-"))
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
