@@ -54,6 +54,16 @@ def _owned(state: ServerState, job_id: str, api_key: str | None) -> Job:
 @router.post(
     "/v1/jobs", status_code=202, response_model=JobStatus, response_model_exclude_none=True, responses=_ERRORS,
     summary="Submit a batch-scoring job (body: extxyz or JSON lines, streamed to disk)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "Structures: JSON lines (one structure object per line, fields as in /v1/predict) or extended XYZ (positions Å, cell Å).",
+            "content": {
+                "application/x-ndjson": {"schema": {"type": "string"}},
+                "chemical/x-extxyz": {"schema": {"type": "string"}},
+            },
+        }
+    },
 )
 async def submit_job(
     request: Request,
