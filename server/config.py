@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     device: str = Field("cpu", description="cpu or cuda.")
     dtype: str = Field("float64", description="float64 or float32.")
     backend: str = Field("auto", description="Kernel backend: auto, reference, cueq, triton or e3nn (auto: the fastest correct one for the device and dtype).")
+    torch_threads: int | None = Field(
+        None, description="Intra-op threads for inference (default: torch's choice, all cores); 1 suits many small requests on a small CPU."
+    )
     max_batch_atoms: int = Field(4096, description="Atom budget of one merged forward pass.")
     max_wait_ms: float = Field(5.0, description="How long the batcher waits to fill a batch, ms.")
     queue_size: int = Field(256, description="Structures that may wait per model before 503.")

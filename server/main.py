@@ -91,6 +91,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         from atomistic.checkpoint import load_potential
 
+        if settings.torch_threads:
+            import torch
+
+            torch.set_num_threads(settings.torch_threads)
         for name in settings.models:
             potential = load_potential(name, device=settings.device, dtype=settings.dtype, backend=settings.backend)
             state.potentials[name] = potential

@@ -148,9 +148,13 @@ def validate_structure(
 def _check_min_distance(structure: Structure, index: int | None, min_distance: float) -> None:
     from atomistic.data.neighbors import neighbor_list
 
+    # a cell list binned at a 0.1 Å cutoff has ~(L / 0.1 Å)³ bins: search at 1 Å (a handful of
+    # bins) and keep the pairs below the minimum
     centre, neighbour, _, distances = neighbor_list(
-        structure.positions, structure.cell, structure.pbc, cutoff=min_distance, with_distances=True
+        structure.positions, structure.cell, structure.pbc, cutoff=max(min_distance, 1.0), with_distances=True
     )
+    close = distances < min_distance
+    centre, neighbour, distances = centre[close], neighbour[close], distances[close]
     if distances.size:
         k = int(np.argmin(distances))
         i, j = int(centre[k]), int(neighbour[k])
