@@ -198,7 +198,8 @@ def save_checkpoint(
 
 def is_derived_constant(key: str) -> bool:
     """State that follows from the architecture and the kernel backend, not from training:
-    everything inside a kernel-backend module (``….convolution.…``, ``….contraction.…``:
+    everything inside a kernel-backend module (``….convolution.…``, ``….contraction.…``,
+    ``….backend_kernel.…``:
     backends hold no parameters, only index and Clebsch–Gordan tables for their own layout),
     e3nn's compiled Clebsch–Gordan blocks (``._compiled_main*``), its ``output_mask`` and the
     empty ``weight`` placeholders of tensor products without internal weights.  It is rebuilt
@@ -208,6 +209,7 @@ def is_derived_constant(key: str) -> bool:
     return (
         ".convolution." in key
         or ".contraction." in key
+        or ".backend_kernel." in key
         or "._compiled_main" in key
         or key.endswith(".output_mask")
         or key.endswith((".product2.weight", ".product3.weight"))

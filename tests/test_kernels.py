@@ -13,6 +13,7 @@ from atomistic.kernels import (
     SymmetricContractionSpec,
     available_backends,
     make_convolution,
+    make_linear,
     make_symmetric_contraction,
     resolve_backend,
 )
@@ -167,6 +168,25 @@ def test_symmetric_contraction_parity(backend, case, dtype):
     # one species only takes the single-species path of the reference backend
     same = torch.zeros_like(species)
     _close(fast(a, same, weights), truth(a, same, weights), forward_tol, "forward, one species")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("irreps", [("4x0e+4x1o", "4x0e+4x1o"), ("3x0e+2x1o+2x2e", "5x0e+1x1o+3x2e"), ("2x0e+2x1o+2x2e+2x3o+2x0e", "2x0e+2x1o")])
+@pytest.mark.parametrize("backend", FAST_BACKENDS)
+def test_linear_parity(backend, irreps, dtype):
+    """Equivariant linear layers: same parameters (e3nn layout), same values and gradients."""
+    irreps_in, irreps_out = irreps
+    truth = _build(lambda spec, b: make_linear(*spec, b), irreps, "e3nn", dtype)
+    fast = _build(lambda spec, b: make_linear(*spec, b), irreps, backend, dtype)
+    fast.load_state_dict(truth.state_dict(), strict=False)
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(7, o3.Irreps(irreps_in).dim, generator=generator, dtype=dtype).to(DEVICE).requires_grad_()
+    forward_tol, derivative_tol = TOLERANCES[dtype]
+    expected, actual = truth(x), fast(x)
+    _close(actual, expected, forward_tol, "forward")
+    probe = torch.randn(expected.shape, generator=generator, dtype=dtype).to(DEVICE)
+    for a, e in zip(torch.autograd.grad(actual, (x, fast.weight), probe), torch.autograd.grad(expected, (x, truth.weight), probe), strict=True):
+        _close(a, e, derivative_tol, "gradient")
 
 
 @pytest.mark.slow

@@ -28,6 +28,7 @@ import os
 from collections.abc import Callable
 
 import torch
+from e3nn import o3
 
 from atomistic.kernels.base import SymmetricContraction, TensorProductConvolution
 from atomistic.kernels.e3nn_backend import E3nnConvolution, E3nnSymmetricContraction
@@ -46,6 +47,7 @@ class Backend:
     convolution: Callable[[ConvolutionSpec], TensorProductConvolution]
     symmetric_contraction: Callable[[SymmetricContractionSpec], SymmetricContraction]
     available: Callable[[], bool] = lambda: True
+    linear: Callable[[o3.Irreps, o3.Irreps], torch.nn.Module] = o3.Linear
 
 
 def _lazy(module: str, name: str) -> Callable:
@@ -53,6 +55,15 @@ def _lazy(module: str, name: str) -> Callable:
 
     def factory(spec):
         return getattr(importlib.import_module(module), name)(spec)
+
+    return factory
+
+
+def _lazy2(module: str, name: str) -> Callable:
+    """Like :func:`_lazy` for factories of two arguments (irreps in, irreps out)."""
+
+    def factory(irreps_in, irreps_out):
+        return getattr(importlib.import_module(module), name)(irreps_in, irreps_out)
 
     return factory
 
@@ -75,6 +86,7 @@ _BACKENDS: dict[str, Backend] = {
         _lazy("atomistic.kernels.cueq", "CueqConvolution"),
         _lazy("atomistic.kernels.cueq", "CueqSymmetricContraction"),
         _installed("cuequivariance_torch"),
+        _lazy2("atomistic.kernels.cueq", "CueqLinear"),
     ),
     "cpu": Backend(
         _lazy("atomistic.kernels.cpu_fused", "CpuFusedConvolution"),
@@ -138,6 +150,12 @@ def make_convolution(spec: ConvolutionSpec, backend: str = DEFAULT_BACKEND) -> T
     return _BACKENDS[resolve_backend(backend)].convolution(spec)
 
 
+def make_linear(irreps_in, irreps_out, backend: str = DEFAULT_BACKEND) -> torch.nn.Module:
+    """An equivariant linear layer with e3nn ``o3.Linear``'s parameters (``weight``, ``bias``)
+    and layout, computed by the named backend."""
+    return _BACKENDS[resolve_backend(backend)].linear(o3.Irreps(irreps_in), o3.Irreps(irreps_out))
+
+
 def make_symmetric_contraction(spec: SymmetricContractionSpec, backend: str = DEFAULT_BACKEND) -> SymmetricContraction:
     """Instantiate the symmetric contraction ``spec`` with the named backend."""
     return _BACKENDS[resolve_backend(backend)].symmetric_contraction(spec)
@@ -152,6 +170,7 @@ __all__ = [
     "TensorProductConvolution",
     "available_backends",
     "make_convolution",
+    "make_linear",
     "make_symmetric_contraction",
     "register_backend",
     "resolve_backend",

@@ -187,3 +187,53 @@ def _single_channel_contraction(single: SymmetricContractionSpec):
     if residual > 1e-8 * max(1.0, ours.abs().max().item()):
         raise RuntimeError(f"cuEquivariance's symmetric basis does not reproduce the product basis (residual {residual:.2e})")
     return solution.T.contiguous(), theirs_module.f, theirs_module.transpose_in, theirs_module.transpose_out
+
+
+class CueqLinear(o3.Linear):
+    """An e3nn ``o3.Linear`` (same parameters, same checkpoint keys) whose product runs on
+    cuEquivariance's linear descriptor.  Both order the weights as one ``[mul_in, mul_out]``
+    block per (input irrep, output irrep) pair and normalise each output by the square root of
+    its fan-in, so the e3nn weights are cuEquivariance's weights; construction checks that on a
+    random probe and refuses to build if a cuEquivariance version ever disagrees."""
+
+    def __init__(self, irreps_in, irreps_out):
+        super().__init__(o3.Irreps(irreps_in), o3.Irreps(irreps_out))
+        self.backend_kernel = cuet.Linear(
+            _cue_irreps(irreps_in), _cue_irreps(irreps_out), layout=cue.mul_ir, shared_weights=True, internal_weights=False,
+            method="naive", dtype=torch.float64,
+        )
+        _check_same_layout(self)
+        self._cuda: dict[str, torch.nn.Module] = {}
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        weight = self.weight.unsqueeze(0)
+        if features.is_cuda:
+            device = str(features.device)
+            if device not in self._cuda:
+                self._cuda[device] = cuet.Linear(
+                    _cue_irreps(self.irreps_in), _cue_irreps(self.irreps_out), layout=cue.mul_ir, shared_weights=True,
+                    internal_weights=False, method="fused_tp", dtype=features.dtype, device=device,
+                )
+            out = self._cuda[device](features, weight=weight)
+        else:
+            out = self.backend_kernel(features, weight=weight.to(features.dtype))
+        if self.bias.numel():  # e3nn's biases (scalar outputs): the response to a zero input
+            out = out + super().forward(features.new_zeros(1, self.irreps_in.dim))
+        return out
+
+
+def _check_same_layout(linear: CueqLinear) -> None:
+    generator = torch.Generator().manual_seed(0)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        reference = o3.Linear(linear.irreps_in, linear.irreps_out, biases=False)
+    finally:
+        torch.set_default_dtype(previous)
+    weight = torch.randn(1, reference.weight_numel, generator=generator, dtype=torch.float64)
+    x = torch.randn(3, linear.irreps_in.dim, generator=generator, dtype=torch.float64)
+    with torch.no_grad():
+        reference.weight.copy_(weight[0])
+        expected, actual = reference(x), linear.backend_kernel(x, weight=weight)
+    if not torch.allclose(expected, actual, atol=1e-10, rtol=1e-10):
+        raise RuntimeError("this cuequivariance version lays out or normalises linear weights differently from e3nn")

@@ -8,7 +8,7 @@ import torch
 from e3nn import o3
 from e3nn.nn import FullyConnectedNet
 
-from atomistic.kernels import ConvolutionSpec, make_convolution
+from atomistic.kernels import ConvolutionSpec, make_convolution, make_linear
 
 
 class Interaction(torch.nn.Module):
@@ -45,7 +45,7 @@ class Interaction(torch.nn.Module):
         self.irreps_in = o3.Irreps(irreps_in)
         self.irreps_out = o3.Irreps(irreps_out)
         self.avg_num_neighbors = float(avg_num_neighbors)
-        self.linear_in = o3.Linear(self.irreps_in, self.irreps_in)
+        self.linear_in = make_linear(self.irreps_in, self.irreps_in, backend)
         self.spec = ConvolutionSpec(
             irreps_node=str(self.irreps_in),
             irreps_edge=str(o3.Irreps(irreps_edge)),
@@ -58,7 +58,7 @@ class Interaction(torch.nn.Module):
             torch.nn.functional.silu,
             variance_in=radial_variance,
         )
-        self.linear_out = o3.Linear(self.spec.irreps_out, self.irreps_out)
+        self.linear_out = make_linear(self.spec.irreps_out, self.irreps_out, backend)
 
     def forward(self, node_features, edge_attrs, edge_radial, centre, neighbour):
         h = self.linear_in(node_features)

@@ -19,7 +19,12 @@ from __future__ import annotations
 import torch
 from e3nn import o3
 
-from atomistic.kernels import DEFAULT_BACKEND, SymmetricContractionSpec, make_symmetric_contraction
+from atomistic.kernels import (
+    DEFAULT_BACKEND,
+    SymmetricContractionSpec,
+    make_linear,
+    make_symmetric_contraction,
+)
 
 
 class SpeciesPathWeights(torch.nn.Module):
@@ -54,7 +59,7 @@ class ProductBasis(torch.nn.Module):
         for order in range(1, correlation + 1):
             setattr(self, f"weigh{order}", SpeciesPathWeights(num_species, self.spec.num_paths(order), channels))
         self.contraction = make_symmetric_contraction(self.spec, backend)
-        self.linear = o3.Linear(self.irreps_out, self.irreps_out)
+        self.linear = make_linear(self.irreps_out, self.irreps_out, backend)
 
     def forward(self, atomic_basis: torch.Tensor, species: torch.Tensor) -> torch.Tensor:
         weights = [getattr(self, f"weigh{order}").weights for order in range(1, self.correlation + 1)]

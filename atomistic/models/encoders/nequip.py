@@ -17,7 +17,7 @@ from e3nn.nn import FullyConnectedNet, Gate
 
 from atomistic import keys
 from atomistic.data.graph import AtomicGraph
-from atomistic.kernels import ConvolutionSpec, make_convolution
+from atomistic.kernels import ConvolutionSpec, make_convolution, make_linear
 from atomistic.nn.activations import activation
 from atomistic.nn.geometry import edge_vectors
 from atomistic.nn.radial import BesselBasis, PolynomialCutoff, XPLORCutoff
@@ -124,11 +124,11 @@ class NequIPLayer(torch.nn.Module):
         self.gate = _gate(self.irreps_out, config.scalar_activation, config.gate_activation)
         irreps_gate_in = self.gate.irreps_in
         if config.self_connection == "linear":
-            self.self_connection = o3.Linear(self.irreps_in, irreps_gate_in)
+            self.self_connection = make_linear(self.irreps_in, irreps_gate_in, backend)
         else:
             self.self_connection = o3.FullyConnectedTensorProduct(self.irreps_in, o3.Irreps(f"{num_species}x0e"), irreps_gate_in)
         self.uses_species = config.self_connection == "species"
-        self.linear_in = o3.Linear(self.irreps_in, self.irreps_in)
+        self.linear_in = make_linear(self.irreps_in, self.irreps_in, backend)
         parities = (1, -1) if config.parity else (1,)
         if self.irreps_out.lmax == 0:  # a scalar-only layer keeps only even scalars
             parities = tuple(sorted({ir.p for _, ir in self.irreps_out}))
@@ -144,7 +144,7 @@ class NequIPLayer(torch.nn.Module):
             [config.num_bessel, *config.radial_hidden, self.spec.weight_numel], activation(config.radial_activation)
         )
         # the sorted path outputs, merged (same memory layout, the weight layout NequIP uses)
-        self.linear_out = o3.Linear(self.spec.irreps_out.simplify(), irreps_gate_in)
+        self.linear_out = make_linear(self.spec.irreps_out.simplify(), irreps_gate_in, backend)
         self.conv_denominator = config.conv_denominator[index]
 
     def forward(self, node_features, species_onehot, edge_attrs, edge_radial, centre, neighbour):
