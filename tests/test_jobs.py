@@ -138,12 +138,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _start_server(port: int, data_dir: str) -> subprocess.Popen:
+def _start_server(port: int, data_dir: str, log=subprocess.DEVNULL) -> subprocess.Popen:
     env = {
         **os.environ, "ATOMISTIC_MODELS": "mlearn-small", "ATOMISTIC_PORT": str(port), "ATOMISTIC_DATA_DIR": data_dir,
         "ATOMISTIC_JOB_CHUNK_SIZE": "4", "ATOMISTIC_BACKEND": "reference", "PYTHONUNBUFFERED": "1",
     }
-    process = subprocess.Popen([sys.executable, "-m", "atomistic.cli", "serve"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen([sys.executable, "-m", "atomistic.cli", "serve"], env=env, cwd=ROOT, stdout=log, stderr=log)
     for _ in range(600):
         try:
             if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
@@ -182,3 +182,33 @@ def test_kill_9_mid_job_then_restart_scores_every_input_exactly_once(tmp_path):
         server.wait(timeout=60)
     assert [line["index"] for line in lines] == list(range(n))  # every input once, in order
     assert all("energy" in line for line in lines)
+
+
+def test_sigterm_stops_gracefully_and_the_job_continues_after_restart(tmp_path):
+    n = 400
+    port, data_dir = _free_port(), str(tmp_path / "data")
+    log_path = tmp_path / "server.log"
+    with open(log_path, "w") as log:
+        server = _start_server(port, data_dir, log=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        job = httpx.post(f"{url}/v1/jobs?model=mlearn-small&properties=energy", content=_jsonl([_si(k) for k in range(n)]), headers={"Content-Type": "application/x-ndjson"}).json()
+        deadline = time.monotonic() + 60
+        while httpx.get(f"{url}/v1/jobs/{job['id']}").json()["n_done"] < 8:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        server.send_signal(signal.SIGTERM)  # readiness drops, the running chunk commits, the process exits
+        assert server.wait(timeout=60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after shutting down
+        assert "Application shutdown complete" in log_path.read_text()  # the lifespan's shutdown ran
+        server = _start_server(port, data_dir)
+        status = httpx.get(f"{url}/v1/jobs/{job['id']}").json()
+        assert status["n_done"] >= 8 and status["status"] in ("running", "succeeded")
+        deadline = time.monotonic() + 120
+        while (status := httpx.get(f"{url}/v1/jobs/{job['id']}").json())["status"] != "succeeded":
+            assert time.monotonic() < deadline, status
+            time.sleep(0.1)
+        lines = [json.loads(line) for line in httpx.get(f"{url}/v1/jobs/{job['id']}/results").text.splitlines()]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    assert [line["index"] for line in lines] == list(range(n))
