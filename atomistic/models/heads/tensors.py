@@ -1,0 +1,198 @@
+"""CEITNet-style heads for crystal tensors of order 2, 3 and 4 (Jin, Yuan, Tao, arXiv
+2602.04323): Cartesian local-environment tensors, many-body mixing in channel space, and
+outputs assembled from Cartesian bases with the exact index symmetries of each target.
+
+For every atom ``i`` and radial channel ``c``, the local environment is summarised by the
+Cartesian moments of its neighbour directions ``u = r̂_ij`` under learned radial weights
+``R_c(r_ij)`` (a radial MLP on a Bessel basis with a smooth envelope):
+
+    v_i^c = Σ_j R_c u,     S_i^c = Σ_j R_c u⊗u,     M3_i^c = Σ_j R_c u⊗u⊗u,     M4_i^c = Σ_j R_c u⊗u⊗u⊗u
+
+No Clebsch–Gordan products: many-body terms are products of these moments with per-atom
+channel weights predicted from the encoder's invariant (``0e``) node features.  Every term is
+a polynomial in the ``u`` and ``δ``, so the outputs transform exactly as tensors under O(3)
+(``T(Rx) = R⊗…⊗R · T(x)``, reflections included); index symmetries are imposed by explicit
+symmetrisation, and per-structure tensors are atom means.  The order-3 head uses only polar
+vectors (odd numbers of ``u``), so it is odd under inversion and vanishes exactly (up to
+rounding) for centrosymmetric crystals.
+
+Heads write ``dielectric_tensor [n_systems, 3, 3]`` (unitless), ``piezoelectric_tensor
+[n_systems, 3, 3, 3]`` (C/m², ``e_ijk = e_ikj``) and ``elastic_tensor [n_systems, 3, 3, 3, 3]``
+(GPa, ``C_ijkl = C_jikl = C_ijlk = C_klij``).
+"""
+
+from __future__ import annotations
+
+import torch
+from e3nn import o3
+
+from atomistic import keys
+from atomistic.data.graph import AtomicGraph
+from atomistic.nn.geometry import edge_vectors
+from atomistic.nn.radial import RadialEmbedding
+
+DIELECTRIC = "dielectric_tensor"
+PIEZOELECTRIC = "piezoelectric_tensor"
+ELASTIC = "elastic_tensor"
+
+
+def mean_per_system(per_atom: torch.Tensor, graph: AtomicGraph) -> torch.Tensor:
+    """``[n_atoms, ...]`` → ``[n_systems, ...]``: the mean over each system's atoms."""
+    n_systems = graph[keys.N_ATOMS].shape[0]
+    total = per_atom.new_zeros((n_systems, *per_atom.shape[1:])).index_add(0, graph[keys.SYSTEM_IDX], per_atom)
+    return total / graph[keys.N_ATOMS].to(per_atom.dtype).view(-1, *([1] * (per_atom.dim() - 1)))
+
+
+def symmetrize_pair(tensor: torch.Tensor) -> torch.Tensor:
+    """``[..., 3, 3]`` → its symmetric part."""
+    return 0.5 * (tensor + tensor.transpose(-1, -2))
+
+
+def symmetrize_piezo(tensor: torch.Tensor) -> torch.Tensor:
+    """``[..., 3, 3, 3]`` → symmetric in the last two indices (``e_ijk = e_ikj``)."""
+    return 0.5 * (tensor + tensor.transpose(-1, -2))
+
+
+def symmetrize_elastic(tensor: torch.Tensor) -> torch.Tensor:
+    """``[..., 3, 3, 3, 3]`` → the projection onto minor (``ij``, ``kl``) and major
+    (``ij ↔ kl``) symmetry: the mean over that group of 8 index permutations.  Summed pair by
+    pair (``a + b == b + a`` in floating point), so the symmetries hold bit for bit."""
+    t = tensor + tensor.transpose(-4, -3)
+    t = t + t.transpose(-2, -1)
+    t = t + t.permute(*range(t.dim() - 4), t.dim() - 2, t.dim() - 1, t.dim() - 4, t.dim() - 3)
+    return 0.125 * t
+
+
+class CartesianEnvironment(torch.nn.Module):
+    """Per-atom Cartesian moments of the neighbour directions up to ``order``.
+
+    Forward: ``graph`` → list ``[v [n, C, 3], S [n, C, 3, 3], M3 [n, C, 3, 3, 3], M4 [n, C, 3, 3, 3, 3]][:order]``.
+    """
+
+    def __init__(self, cutoff: float, channels: int, order: int, num_bessel: int = 8, hidden: int = 32):
+        super().__init__()
+        self.order = order
+        self.channels = channels
+        self.radial = RadialEmbedding(cutoff, num_bessel, 6)
+        self.radial_mlp = torch.nn.Sequential(
+            torch.nn.Linear(num_bessel, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, channels)
+        )
+
+    def forward(self, graph: AtomicGraph) -> list[torch.Tensor]:
+        vectors = edge_vectors(graph)
+        lengths = torch.linalg.vector_norm(vectors, dim=-1)
+        u = vectors / lengths.clamp_min(1e-9).unsqueeze(-1)  # [E, 3]
+        weights = self.radial_mlp(self.radial(lengths))  # [E, C]; the envelope makes R_c(r_cut) = 0
+        centre = graph[keys.EDGE_INDEX][0]
+        n_atoms = graph[keys.POSITIONS].shape[0]
+        moments, outer = [], u
+        for order in range(1, self.order + 1):
+            if order > 1:
+                outer = outer.unsqueeze(-1) * u.view(u.shape[0], *([1] * (order - 1)), 3)
+            per_edge = weights.view(*weights.shape, *([1] * order)) * outer.unsqueeze(1)
+            moments.append(per_edge.new_zeros((n_atoms, *per_edge.shape[1:])).index_add(0, centre, per_edge))
+        return moments
+
+
+class _TensorHead(torch.nn.Module):
+    """Shared plumbing: scalar node features → per-atom coefficients of each basis term."""
+
+    requires = (keys.NODE_FEATURES,)
+    isolated_atom_is_reference = False
+    order = 0
+    output_key = ""
+
+    def __init__(self, irreps_in: o3.Irreps, cutoff: float, channels: int = 8, hidden: int = 32, num_terms: int = 1, scale: float = 1.0):
+        super().__init__()
+        self.irreps_in = o3.Irreps(irreps_in)
+        scalar_slices = [sl for (_, ir), sl in zip(self.irreps_in, self.irreps_in.slices(), strict=True) if ir == o3.Irrep("0e")]
+        if not scalar_slices:
+            raise ValueError(f"tensor heads need scalar (0e) node features, got {self.irreps_in}")
+        self.register_buffer("scalar_index", torch.cat([torch.arange(sl.start, sl.stop) for sl in scalar_slices]), persistent=False)
+        self.channels = channels
+        self.environment = CartesianEnvironment(cutoff, channels, self.order)
+        self.coefficients = torch.nn.Sequential(
+            torch.nn.Linear(int(self.scalar_index.numel()), hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, num_terms)
+        )
+        self.scale = scale
+
+    def _inputs(self, graph, outputs):
+        scalars = outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
+        return self.coefficients(scalars), self.environment(graph)
+
+    def _mix(self, moments: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Channel mixing: ``Σ_c w[n, c] · moments[n, c, ...]``."""
+        return torch.einsum("nc...,nc->n...", moments, weights)
+
+
+class DielectricHead(_TensorHead):
+    """Order 2, ``ε_ij = ε_ji`` (unitless): ``a δ + Σ_c b_c S^c + Σ_{c,c'} w v^c ⊗ v^{c'}`` (symmetrised),
+    plus the vacuum baseline 1·δ."""
+
+    order = 2
+    output_key = DIELECTRIC
+
+    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32):
+        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=1 + 3 * channels)
+
+    def forward(self, graph, outputs):
+        coeff, (v, s) = self._inputs(graph, outputs)
+        c = self.channels
+        iso, w_s, w_a, w_b = coeff[:, :1], coeff[:, 1 : 1 + c], coeff[:, 1 + c : 1 + 2 * c], coeff[:, 1 + 2 * c :]
+        eye = torch.eye(3, dtype=v.dtype, device=v.device)
+        mixed_a, mixed_b = self._mix(v, w_a), self._mix(v, w_b)  # two mixed polar vectors per atom
+        per_atom = iso.view(-1, 1, 1) * eye + self._mix(s, w_s) + symmetrize_pair(mixed_a.unsqueeze(-1) * mixed_b.unsqueeze(-2))
+        return {DIELECTRIC: eye + self.scale * mean_per_system(per_atom, graph)}
+
+
+class PiezoelectricHead(_TensorHead):
+    """Order 3, ``e_ijk = e_ikj`` (C/m²), polar: ``Σ a v_i δ_jk + b (v_j δ_ik + v_k δ_ij)/2 +
+    M3 + v_i (v'_j v''_k + v'_k v''_j)/2``, built only from polar vectors (odd in ``u``)."""
+
+    order = 3
+    output_key = PIEZOELECTRIC
+
+    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32):
+        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=6 * channels)
+
+    def forward(self, graph, outputs):
+        coeff, (v, _, m3) = self._inputs(graph, outputs)
+        w = coeff.view(coeff.shape[0], 6, self.channels)
+        eye = torch.eye(3, dtype=v.dtype, device=v.device)
+        a, b, p, q, r = (self._mix(v, w[:, k]) for k in range(5))  # mixed polar vectors [n, 3]
+        term_a = torch.einsum("ni,jk->nijk", a, eye)
+        term_b = 0.5 * (torch.einsum("nj,ik->nijk", b, eye) + torch.einsum("nk,ij->nijk", b, eye))
+        term_m3 = self._mix(m3, w[:, 5])
+        term_p = torch.einsum("ni,nj,nk->nijk", p, q, r)
+        per_atom = symmetrize_piezo(term_a + term_b + term_m3 + term_p)
+        return {PIEZOELECTRIC: self.scale * mean_per_system(per_atom, graph)}
+
+
+class ElasticHead(_TensorHead):
+    """Order 4, ``C_ijkl`` (GPa) with minor and major symmetry: isotropic ``λ δδ + μ (δδ + δδ)``
+    plus ``S ⊗ δ``, ``δ ⊗ S``-type couplings, ``S ⊗ S'`` and ``M4`` terms, symmetrised."""
+
+    order = 4
+    output_key = ELASTIC
+
+    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32, scale: float = 100.0):
+        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=2 + 4 * channels, scale=scale)
+
+    def forward(self, graph, outputs):
+        coeff, (_, s, _, m4) = self._inputs(graph, outputs)
+        c = self.channels
+        lam, mu = coeff[:, 0], coeff[:, 1]
+        w = coeff[:, 2:].view(-1, 4, c)
+        eye = torch.eye(3, dtype=s.dtype, device=s.device)
+        dd = torch.einsum("ij,kl->ijkl", eye, eye)
+        shear = torch.einsum("ik,jl->ijkl", eye, eye) + torch.einsum("il,jk->ijkl", eye, eye)
+        s1, s2, s3 = (self._mix(s, w[:, k]) for k in range(3))  # mixed symmetric tensors [n, 3, 3]
+        per_atom = (
+            lam.view(-1, 1, 1, 1, 1) * dd
+            + mu.view(-1, 1, 1, 1, 1) * shear
+            + torch.einsum("nij,kl->nijkl", s1, eye)
+            + torch.einsum("nik,jl->nijkl", s1, eye)
+            + torch.einsum("nij,nkl->nijkl", s2, s3)
+            + self._mix(m4, w[:, 3])
+        )
+        return {ELASTIC: self.scale * mean_per_system(symmetrize_elastic(per_atom), graph)}
