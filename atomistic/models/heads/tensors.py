@@ -196,3 +196,60 @@ class ElasticHead(_TensorHead):
             + self._mix(m4, w[:, 3])
         )
         return {ELASTIC: self.scale * mean_per_system(symmetrize_elastic(per_atom), graph)}
+
+
+class SphericalTensorHead(torch.nn.Module):
+    """The spherical-harmonic baseline (MatTen-style) on the same encoder: the target is
+    decomposed into irreps with e3nn's ``CartesianTensor`` (``ij=ji`` → 0e+2e, ``ijk=ikj`` →
+    2×1o+2o+3o, ``ijkl=jikl=klij`` → 2×0e+2×2e+4e); per-atom spherical-harmonic moments
+    ``A = Σ_j R_c(r_ij) Y(r̂_ij)`` (l ≤ 4) are coupled to those irreps with Clebsch–Gordan
+    tensor products (``A ⊗ A`` and ``A ⊗ scalars``), averaged per system and mapped back to
+    the Cartesian tensor.  Exactly equivariant; the index symmetries come from the basis.
+
+    Writes ``output_key`` ``[n_systems, 3, …, 3]`` in the same units as the Cartesian head.
+    """
+
+    requires = (keys.NODE_FEATURES,)
+    isolated_atom_is_reference = False
+
+    FORMULAS = {DIELECTRIC: "ij=ji", PIEZOELECTRIC: "ijk=ikj", ELASTIC: "ijkl=jikl=klij"}
+
+    def __init__(self, irreps_in: o3.Irreps, cutoff: float, output_key: str, channels: int = 8, lmax: int = 4, hidden: int = 32, scale: float = 1.0):
+        super().__init__()
+        from e3nn.io import CartesianTensor
+
+        self.output_key = output_key
+        self.cartesian = CartesianTensor(self.FORMULAS[output_key])
+        self.irreps_in = o3.Irreps(irreps_in)
+        scalar_slices = [sl for (_, ir), sl in zip(self.irreps_in, self.irreps_in.slices(), strict=True) if ir == o3.Irrep("0e")]
+        self.register_buffer("scalar_index", torch.cat([torch.arange(sl.start, sl.stop) for sl in scalar_slices]), persistent=False)
+        self.irreps_sh = o3.Irreps.spherical_harmonics(lmax)
+        self.spherical_harmonics = o3.SphericalHarmonics(self.irreps_sh, normalize=True, normalization="component")
+        self.channels = channels
+        self.radial = RadialEmbedding(cutoff, 8, 6)
+        self.radial_mlp = torch.nn.Sequential(torch.nn.Linear(8, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, channels))
+        self.irreps_moments = o3.Irreps([(channels, ir) for _, ir in self.irreps_sh])
+        index = []  # [C, D_sh] channel-major -> mul_ir layout of irreps_moments
+        for (_, ir), block in zip(self.irreps_moments, self.irreps_moments.slices(), strict=True):
+            index.append(torch.arange(block.start, block.stop).view(channels, ir.dim))
+        self.register_buffer("moment_index", torch.cat(index, dim=1).reshape(-1).argsort(), persistent=False)
+        irreps_target = self.cartesian
+        irreps_scalars = o3.Irreps(f"{int(self.scalar_index.numel())}x0e")
+        self.pair_product = o3.FullyConnectedTensorProduct(self.irreps_moments, self.irreps_moments, irreps_target)
+        self.scalar_product = o3.FullyConnectedTensorProduct(self.irreps_moments, irreps_scalars, irreps_target)
+        self.scale = scale
+
+    def forward(self, graph: AtomicGraph, outputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        vectors = edge_vectors(graph)
+        lengths = torch.linalg.vector_norm(vectors, dim=-1)
+        weights = self.radial_mlp(self.radial(lengths))  # [E, C]
+        per_edge = weights.unsqueeze(-1) * self.spherical_harmonics(vectors).unsqueeze(1)  # [E, C, D_sh]
+        n_atoms = graph[keys.POSITIONS].shape[0]
+        moments = per_edge.new_zeros((n_atoms, *per_edge.shape[1:])).index_add(0, graph[keys.EDGE_INDEX][0], per_edge)
+        moments = moments.reshape(n_atoms, -1).index_select(1, self.moment_index)  # mul_ir layout
+        scalars = outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
+        irreps = self.pair_product(moments, moments) + self.scalar_product(moments, scalars)
+        tensor = self.cartesian.to_cartesian(mean_per_system(irreps, graph))
+        if self.output_key == DIELECTRIC:
+            tensor = tensor + torch.eye(3, dtype=tensor.dtype, device=tensor.device)
+        return {self.output_key: self.scale * tensor if self.output_key != DIELECTRIC else tensor}
