@@ -8,14 +8,14 @@ runs on every backend.
 
 Backends:
     ``reference``  dense Clebsch–Gordan contractions in plain PyTorch (any device, any dtype,
-                   any derivative order); the default on CPU.
+                   any derivative order); the default of ``build_potential`` (training).
     ``e3nn``       e3nn ``TensorProduct`` path by path: the ground truth of the parity tests.
     ``cueq``       NVIDIA cuEquivariance (``cuequivariance-torch``): fused CUDA kernels on GPU,
                    its portable PyTorch path on CPU.
     ``triton``     our fused gather → tensor product → scatter Triton kernel for the
-                   convolution (the other operations use ``reference``).
+                   convolution (the other operations as ``reference``).
     ``cpu``        the same fusion as a C++/OpenMP kernel, compiled on first use (the other
-                   operations use ``reference``).
+                   operations as ``reference``); what ``auto`` picks on CPU.
     ``auto``       the fastest correct backend for the device and dtype (see :func:`resolve_backend`).
 """
 
