@@ -40,7 +40,7 @@ def main() -> None:
     config = MACEConfig(species=(14,), cutoff=5.0, max_ell=3, hidden_lmax=args.hidden_lmax, channels=args.channels, num_layers=2, correlation=3, avg_num_neighbors=20.0)
     potential = build_potential(mace_architecture(config), dtype=dtype, backend=args.backend, device=args.device)
     print(f"# backend {potential.metadata.backend}, {args.dtype}, channels {args.channels}, hidden L {args.hidden_lmax}")
-    largest = None
+    largest, reason = None, "reached --max-atoms"
     repeat = 4
     while True:
         atoms = bulk("Si", "diamond", 5.43, cubic=True).repeat(repeat)
@@ -60,6 +60,7 @@ def main() -> None:
             peak = torch.cuda.max_memory_allocated() / 2**30 if args.device.startswith("cuda") else float("nan")
         except torch.OutOfMemoryError:
             print(f"{len(atoms):>9} atoms: out of memory")
+            reason = "the next size ran out of memory"
             break
         print(f"{len(atoms):>9} atoms: {seconds:8.3f} s/step, {1e6 * seconds / len(atoms):7.2f} us/atom/step, peak {peak:6.1f} GiB", flush=True)
         largest = len(atoms)
@@ -67,7 +68,7 @@ def main() -> None:
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
         repeat = round(repeat * 2 ** (1 / 3))
-    print(f"largest that fits: {largest} atoms")
+    print(f"largest that ran: {largest} atoms ({reason})")
 
 
 if __name__ == "__main__":
