@@ -12,10 +12,12 @@ ARG EXTRAS=server
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     ATOMISTIC_CHECKPOINTS=/app/checkpoints
 
-RUN if ! command -v python3 >/dev/null; then \
-        apt-get update && apt-get install -y --no-install-recommends python3 python3-pip python3-venv \
-        && rm -rf /var/lib/apt/lists/*; \
+# g++ builds the fused CPU kernel (atomistic/kernels/csrc) once, below
+RUN apt-get update && apt-get install -y --no-install-recommends g++ \
+    && if ! command -v python3 >/dev/null; then \
+        apt-get install -y --no-install-recommends python3 python3-pip python3-venv python3-dev; \
     fi \
+    && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 
@@ -29,6 +31,9 @@ COPY checkpoints ./checkpoints
 
 RUN useradd --create-home atomistic
 USER atomistic
+# compile the fused CPU convolution now (cached in the user's torch_extensions folder), so the
+# server's first start does not; a machine without a compiler falls back to "reference"
+RUN python -c "from atomistic.kernels.cpu_fused import extension_builds; print('cpu kernel:', extension_builds())"
 ENTRYPOINT ["atomistic"]
 EXPOSE 8000
 ENV ATOMISTIC_HOST=0.0.0.0
