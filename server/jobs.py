@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import shutil
 import sqlite3
 import threading
 import time
@@ -189,7 +188,6 @@ class JobRunner:
         self._stopping = threading.Event()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self.alive_at = time.monotonic()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -205,7 +203,6 @@ class JobRunner:
 
     async def _loop(self) -> None:
         while not self._stopping.is_set():
-            self.alive_at = time.monotonic()
             job = self.store.next_runnable()
             if job is None:
                 self._wake.clear()
@@ -233,7 +230,6 @@ class JobRunner:
         log.info("job %s: scoring from structure %d of %d", job.id, job.n_done, job.n_total)
 
         def should_stop() -> bool:
-            self.alive_at = time.monotonic()
             return self._stopping.is_set() or self.store.status(job.id) != RUNNING
 
         progress = run_scoring(
@@ -250,7 +246,3 @@ class JobRunner:
         if progress.done >= job.n_total:
             self.store.set_status(job.id, SUCCEEDED, only_from=(RUNNING,))
             log.info("job %s: done (%d structures, %d failed)", job.id, progress.done, progress.failed)
-
-
-def remove_job_files(store: JobStore, job_id: str) -> None:
-    shutil.rmtree(store.folder(job_id), ignore_errors=True)

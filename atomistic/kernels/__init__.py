@@ -53,17 +53,8 @@ class Backend:
 def _lazy(module: str, name: str) -> Callable:
     """A factory that imports its (optional) backend module on first use."""
 
-    def factory(spec):
-        return getattr(importlib.import_module(module), name)(spec)
-
-    return factory
-
-
-def _lazy2(module: str, name: str) -> Callable:
-    """Like :func:`_lazy` for factories of two arguments (irreps in, irreps out)."""
-
-    def factory(irreps_in, irreps_out):
-        return getattr(importlib.import_module(module), name)(irreps_in, irreps_out)
+    def factory(*args):
+        return getattr(importlib.import_module(module), name)(*args)
 
     return factory
 
@@ -86,7 +77,7 @@ _BACKENDS: dict[str, Backend] = {
         _lazy("atomistic.kernels.cueq", "CueqConvolution"),
         _lazy("atomistic.kernels.cueq", "CueqSymmetricContraction"),
         _installed("cuequivariance_torch"),
-        _lazy2("atomistic.kernels.cueq", "CueqLinear"),
+        _lazy("atomistic.kernels.cueq", "CueqLinear"),
     ),
     "cpu": Backend(
         _lazy("atomistic.kernels.cpu_fused", "CpuFusedConvolution"),

@@ -24,6 +24,7 @@ import torch
 from e3nn import o3
 
 from atomistic.kernels.base import TensorProductConvolution
+from atomistic.kernels.reference import reference_vector_jacobian
 from atomistic.kernels.spec import ConvolutionSpec, sparse_terms
 
 SOURCE = Path(__file__).parent / "csrc" / "fused_convolution.cpp"
@@ -98,9 +99,8 @@ class _FusedConvolution(torch.autograd.Function):
         node_features, edge_attrs, edge_weights, centre, neighbour = ctx.saved_tensors
         module = ctx.module
         if torch.is_grad_enabled():  # the backward itself will be differentiated: reference fallback
-            inputs = [t if t.requires_grad else t.detach().requires_grad_() for t in (node_features, edge_attrs, edge_weights)]
-            out = module.reference(*inputs, centre, neighbour)
-            return (*torch.autograd.grad(out, inputs, grad, create_graph=True, allow_unused=True), None, None, None)
+            grads = reference_vector_jacobian(module.reference, grad, node_features, edge_attrs, edge_weights, centre, neighbour)
+            return (*grads, None, None, None)
         need_h, need_y, need_w = ctx.needs_input_grad[:3]
         h = node_features.index_select(1, module.node_to_ir_mul).contiguous()
         g = grad.index_select(1, module.out_to_ir_mul).contiguous()
@@ -121,8 +121,7 @@ class CpuFusedConvolution(TensorProductConvolution):
         super().__init__(spec)
         from atomistic.kernels.reference import DenseConvolution
 
-        if any(mul != 1 for mul, _ in o3.Irreps(spec.irreps_edge)):
-            raise ValueError(f"the cpu convolution needs edge irreps of multiplicity 1, got {spec.irreps_edge}")
+        spec.require_edge_multiplicity_one("the cpu convolution")
         extension()  # compile now, not inside the first forward
         node_irreps = o3.Irreps(spec.irreps_node)
         paths, terms, coefs, path_terms = [], [], [], [0]

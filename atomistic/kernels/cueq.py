@@ -56,8 +56,7 @@ class CueqConvolution(TensorProductConvolution):
     def __init__(self, spec: ConvolutionSpec):
         super().__init__(spec)
         node, edge = o3.Irreps(spec.irreps_node), o3.Irreps(spec.irreps_edge)
-        if any(mul != 1 for mul, _ in edge):
-            raise ValueError(f"the cueq convolution needs edge irreps of multiplicity 1, got {edge}")
+        spec.require_edge_multiplicity_one("the cueq convolution")
         d = cue.SegmentedTensorProduct.from_subscripts("uv,iu,jv,kuv+ijk")
         for mul, ir in node:
             d.add_segment(1, (ir.dim, mul))

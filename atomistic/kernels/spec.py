@@ -12,6 +12,7 @@ here, once, from e3nn's Wigner 3j symbols with e3nn's normalisation (``irrep_nor
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from functools import cached_property
 
@@ -86,13 +87,18 @@ class ConvolutionSpec:
         fan_in = sum(edge[j].mul for _, j, k in self.paths if k == i_out)
         return math.sqrt(self.irreps_out[i_out].ir.dim / fan_in)
 
+    def require_edge_multiplicity_one(self, who: str) -> None:
+        """The dense and fused kernels treat each edge irrep as one set of components."""
+        edge = o3.Irreps(self.irreps_edge)
+        if any(mul != 1 for mul, _ in edge):
+            raise ValueError(f"{who} needs edge irreps of multiplicity 1, got {edge}")
+
     @cached_property
     def channel_groups(self) -> tuple[ChannelGroup, ...]:
         """The paths grouped by the multiplicity of their node irrep (one group for MACE-style
         uniform channels).  Each group is computed with one dense coupling tensor."""
-        node, edge = o3.Irreps(self.irreps_node), o3.Irreps(self.irreps_edge)
-        if any(mul != 1 for mul, _ in edge):
-            raise ValueError(f"dense convolution needs edge irreps of multiplicity 1, got {edge}")
+        self.require_edge_multiplicity_one("the dense convolution")
+        node = o3.Irreps(self.irreps_node)
         groups = []
         for mul in sorted({mul for mul, _ in node}, reverse=True):
             node_irreps = [i for i, (m, _) in enumerate(node) if m == mul]
@@ -340,29 +346,29 @@ class SymmetricContractionSpec:
         n_paths = self.num_paths(order)
         tensor = torch.zeros(n_paths, *([dim] * order), dim_out, dtype=torch.float64)
 
-        def place(p, block, ir_out):
+        def place(ir_out):
+            """Normalisation and output columns of a path into ``ir_out``."""
             scale = 1.0 / math.sqrt(self.fan_in(order, ir_out))
-            out = slice(out_offsets[ir_out], out_offsets[ir_out] + ir_out.dim)
-            return scale, out
+            return scale, slice(out_offsets[ir_out], out_offsets[ir_out] + ir_out.dim)
 
         if order == 1:
             for p, i in enumerate(self.order1_inputs):
                 ir = irreps_in[i].ir
-                scale, out = place(p, None, ir)
+                scale, out = place(ir)
                 tensor[p, in_offsets[i] : in_offsets[i] + ir.dim, out] = torch.eye(ir.dim, dtype=torch.float64) * scale
             return tensor.to(dtype)
         second = self._second_order_blocks(irreps_in, in_offsets, dim)  # [n2, D, D, d12] per order-2 output
         if order == 2:
             for p, i in enumerate(self.order2_kept):
                 ir = self.order2[1][i].ir
-                scale, out = place(p, None, ir)
+                scale, out = place(ir)
                 tensor[p, :, :, out] = second[i] * scale
             return tensor.to(dtype)
         for p, (i12, i3, _, _, _) in enumerate(self.order3[0]):
             ir12, ir3 = self.order2[1][i12].ir, irreps_in[i3].ir
             ir_out = self.order3[1][p].ir
             w3j = o3.wigner_3j(ir12.l, ir3.l, ir_out.l, dtype=torch.float64) * math.sqrt(ir_out.dim)
-            scale, out = place(p, None, ir_out)
+            scale, out = place(ir_out)
             block = torch.einsum("abm,mdk->abdk", second[i12], w3j)
             tensor[p, :, :, in_offsets[i3] : in_offsets[i3] + ir3.dim, out] = block * scale
         return tensor.to(dtype)
@@ -390,8 +396,6 @@ def _offsets(dims: list[int]) -> list[int]:
 def monomials(dim: int, order: int) -> list[tuple[int, ...]]:
     """Sorted index tuples ``i1 <= i2 <= … <= i_order`` over ``range(dim)``: the distinct
     monomials ``A_i1 · … · A_i_order`` of one channel of the atomic basis."""
-    import itertools
-
     return list(itertools.combinations_with_replacement(range(dim), order))
 
 
@@ -399,8 +403,6 @@ def packed_coupling(spec: SymmetricContractionSpec, order: int) -> torch.Tensor:
     """``[num_paths, num_monomials, D_out]``: :meth:`SymmetricContractionSpec.coupling` summed
     over the index permutations of each monomial, so that
     ``Σ_{i…} coupling[p, i…, K] A_i… = Σ_t packed[p, t, K] · monomial_t(A)`` exactly."""
-    import itertools
-
     dense = spec.coupling(order)
     dim = dense.shape[1]
     terms = monomials(dim, order)

@@ -34,6 +34,7 @@ import torch
 from e3nn import o3
 
 from atomistic.kernels.base import TensorProductConvolution
+from atomistic.kernels.reference import reference_vector_jacobian
 from atomistic.kernels.spec import ConvolutionSpec, sparse_terms
 
 _SPECS: dict[str, ConvolutionSpec] = {}
@@ -229,17 +230,11 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, grad):
     node_features, edge_attrs, edge_weights, centre, neighbour = ctx.saved_tensors
     if torch.is_grad_enabled():  # the backward itself will be differentiated: reference fallback
-        return (*_differentiable_backward(ctx.spec_key, grad, node_features, edge_attrs, edge_weights, centre, neighbour), None, None, None)
+        reference = _reference(ctx.spec_key).to(device=node_features.device, dtype=node_features.dtype)
+        grads = reference_vector_jacobian(reference, grad, node_features, edge_attrs, edge_weights, centre, neighbour)
+        return (*grads, None, None, None)
     grad_h, grad_y, grad_w = fused_convolution_backward(grad, node_features, edge_attrs, edge_weights, centre, neighbour, ctx.spec_key)
     return grad_h, grad_y, grad_w, None, None, None
-
-
-def _differentiable_backward(spec_key, grad, node_features, edge_attrs, edge_weights, centre, neighbour):
-    """Vector–Jacobian product through the reference backend, with a graph (for double backward)."""
-    reference = _reference(spec_key).to(device=node_features.device, dtype=node_features.dtype)
-    inputs = [t if t.requires_grad else t.detach().requires_grad_() for t in (node_features, edge_attrs, edge_weights)]
-    out = reference(*inputs, centre, neighbour)
-    return torch.autograd.grad(out, inputs, grad, create_graph=True, allow_unused=True)
 
 
 @functools.cache
@@ -264,8 +259,7 @@ class TritonConvolution(TensorProductConvolution):
 
     def __init__(self, spec: ConvolutionSpec):
         super().__init__(spec)
-        if any(mul != 1 for mul, _ in o3.Irreps(spec.irreps_edge)):
-            raise ValueError(f"the triton convolution needs edge irreps of multiplicity 1, got {spec.irreps_edge}")
+        spec.require_edge_multiplicity_one("the triton convolution")
         self.spec_key = _register(spec)
 
     def forward(self, node_features, edge_attrs, edge_weights, centre, neighbour):
