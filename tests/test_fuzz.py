@@ -4,16 +4,11 @@ schema-violating) never get a 5xx answer from a live server (schemathesis + hypo
 from __future__ import annotations
 
 import collections
-import socket
 import tempfile
-import threading
-import time
 
 import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
-import httpx  # noqa: E402
-import uvicorn  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -34,29 +29,16 @@ schemathesis.openapi.media_type(
 from server.config import Settings  # noqa: E402
 from server.main import create_app  # noqa: E402
 
+from .live import threaded_server  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def live_url():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     app = create_app(
         Settings(models=["default"], data_dir=tempfile.mkdtemp(prefix="atomistic-fuzz-"), max_structures_per_request=8, max_atoms_per_structure=64)
     )
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(f"{url}/readyz").status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    yield url
-    server.should_exit = True
-    thread.join(timeout=30)
+    with threaded_server(app) as url:
+        yield url
 
 
 def test_no_server_errors(live_url):

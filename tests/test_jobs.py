@@ -7,7 +7,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 from atomistic import load_potential  # noqa: E402
 from server.config import Settings  # noqa: E402
 from server.main import create_app  # noqa: E402
+
+from .live import free_port, wait_until_ready  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,35 +133,24 @@ def test_jobs_are_scoped_to_their_api_key_and_can_be_cancelled():
             assert [json.loads(line)["index"] for line in lines] == list(range(final["n_done"]))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start_server(port: int, data_dir: str, log=subprocess.DEVNULL) -> subprocess.Popen:
     env = {
         **os.environ, "ATOMISTIC_MODELS": "mlearn-small", "ATOMISTIC_PORT": str(port), "ATOMISTIC_DATA_DIR": data_dir,
         "ATOMISTIC_JOB_CHUNK_SIZE": "4", "ATOMISTIC_BACKEND": "reference", "PYTHONUNBUFFERED": "1",
     }
     process = subprocess.Popen([sys.executable, "-m", "atomistic.cli", "serve"], env=env, cwd=ROOT, stdout=log, stderr=log)
-    for _ in range(600):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None:
-            raise RuntimeError("server exited during start-up")
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("server did not become ready")
+    try:
+        wait_until_ready(f"http://127.0.0.1:{port}", timeout_s=60, process=process)
+    except RuntimeError:
+        process.kill()
+        raise
+    return process
 
 
 def test_kill_9_mid_job_then_restart_scores_every_input_exactly_once(tmp_path):
     n = 400
     items = [_si(k) for k in range(n)]
-    port, data_dir = _free_port(), str(tmp_path / "data")
+    port, data_dir = free_port(), str(tmp_path / "data")
     server = _start_server(port, data_dir)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -186,7 +176,7 @@ def test_kill_9_mid_job_then_restart_scores_every_input_exactly_once(tmp_path):
 
 def test_sigterm_stops_gracefully_and_the_job_continues_after_restart(tmp_path):
     n = 400
-    port, data_dir = _free_port(), str(tmp_path / "data")
+    port, data_dir = free_port(), str(tmp_path / "data")
     log_path = tmp_path / "server.log"
     with open(log_path, "w") as log:
         server = _start_server(port, data_dir, log=log)

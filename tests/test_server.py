@@ -18,6 +18,8 @@ from atomistic import AtomisticCalculator  # noqa: E402
 from server.config import Settings  # noqa: E402
 from server.main import create_app  # noqa: E402
 
+from .live import threaded_server  # noqa: E402
+
 SI = {
     "numbers": [14, 14],
     "positions": [[0, 0, 0], [1.36, 1.36, 1.36]],
@@ -145,39 +147,15 @@ def test_api_keys():
 
 
 def test_remote_calculator_against_live_server():
-    import socket
-    import threading
-    import time
-
-    import uvicorn
-
     from atomistic import RemoteCalculator
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    settings = Settings(models=["mlearn-small"], port=port, api_keys=["k"], data_dir=tempfile.mkdtemp(prefix="atomistic-test-"))
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        import httpx
-
-        for _ in range(200):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
+    settings = Settings(models=["mlearn-small"], api_keys=["k"], data_dir=tempfile.mkdtemp(prefix="atomistic-test-"))
+    with threaded_server(create_app(settings)) as url:
         atoms = bulk("Ge", "diamond", 5.76, cubic=True)
         atoms.rattle(0.03, seed=5)
         local = atoms.copy()
         local.calc = AtomisticCalculator(model="mlearn-small")
-        atoms.calc = RemoteCalculator(f"http://127.0.0.1:{port}", model="mlearn-small", api_key="k")
+        atoms.calc = RemoteCalculator(url, model="mlearn-small", api_key="k")
         assert abs(atoms.get_potential_energy() - local.get_potential_energy()) < 1e-9
         np.testing.assert_allclose(atoms.get_forces(), local.get_forces(), atol=1e-9)
         np.testing.assert_allclose(atoms.get_stress(), local.get_stress(), atol=1e-9)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
