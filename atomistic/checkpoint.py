@@ -175,16 +175,24 @@ def save_checkpoint(
         if not is_derived_constant(k)
     }
     save_file(state, str(directory / WEIGHTS))
-    head = potential.heads["energy"]
+    head = potential.heads["energy"] if potential.has_energy else None
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": potential.metadata.name,
         "architecture": potential.metadata.architecture,
         "species": list(potential.atomic_numbers),
         "cutoff": potential.cutoff,
-        "e0s": {str(z): float(e) for z, e in zip(potential.atomic_numbers, head.e0s.tolist(), strict=True)},
-        "scale": head.scale.tolist(),
-        "shift": head.shift.tolist(),
+        # informational copies of the energy head's normalisation (the weights hold them too)
+        **(
+            {
+                "e0s": {str(z): float(e) for z, e in zip(potential.atomic_numbers, head.e0s.tolist(), strict=True)},
+                "scale": head.scale.tolist(),
+                "shift": head.shift.tolist(),
+            }
+            if head is not None
+            else {}
+        ),
+        "properties": list(potential.properties),
         "units": potential.metadata.units,
         "weights_dtype": str(weights_dtype).replace("torch.", ""),
         "provenance": provenance if provenance is not None else potential.metadata.provenance,

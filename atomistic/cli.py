@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from atomistic import keys
+from atomistic.voigt import with_voigt_forms
 
 app = typer.Typer(help="atomistic: equivariant machine-learning force fields.", no_args_is_help=True, add_completion=False)
 console = Console(width=max(Console().width, 120))
@@ -38,10 +39,10 @@ def predict(
     dtype: Annotated[str, typer.Option(help="float64 or float32.")] = "float64",
     backend: Annotated[str, typer.Option(help="Kernel backend: auto, reference, cueq, triton or e3nn.")] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per structure.")] = False,
-    properties: Annotated[str, typer.Option(help="Comma-separated: energy, forces, stress, energies.")] = "energy,forces,stress",
+    properties: Annotated[str | None, typer.Option(help="Comma-separated: energy, forces, stress, energies, dielectric_tensor, piezoelectric_tensor, elastic_tensor. Default: energy, forces, stress (or the tensors of a tensor model).")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write results: .extxyz (structures with results) or .jsonl.")] = None,
 ) -> None:
-    """Energies (eV), forces (eV/Å) and stress (eV/Å³) for every structure in FILES."""
+    """Energies (eV), forces (eV/Å), stress (eV/Å³) and crystal tensors for every structure in FILES."""
     from atomistic.checkpoint import load_potential
     from atomistic.data.convert import read_structures
 
@@ -53,14 +54,14 @@ def predict(
             for k, s in enumerate(read_structures(path)):
                 structures.append(s)
                 names.append(f"{path.name}[{k}]")
-        wanted = tuple(p.strip() for p in properties.split(",") if p.strip())
+        wanted = None if properties is None else tuple(p.strip() for p in properties.split(",") if p.strip())
         results = potential.predict(structures, properties=wanted)
     except (ValueError, FileNotFoundError) as err:
         raise _fail(err) from None
     records = []
     for name, s, r in zip(names, structures, results, strict=True):
         record = {"structure": name, "formula": s.to_ase().get_chemical_formula(), "n_atoms": len(s)}
-        record.update({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()})
+        record.update({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in with_voigt_forms(r).items()})
         records.append(record)
     if output is not None:
         _write_results(output, structures, results, records)
@@ -69,6 +70,9 @@ def predict(
     if as_json:
         for record in records:
             typer.echo(json.dumps(record))
+        return
+    if not potential.has_energy:
+        _tensor_table(potential, names, structures, results, dtype)
         return
     table = Table(title=f"model '{potential.metadata.name}' ({potential.metadata.backend} kernels, {dtype})")
     for column in ("structure", "formula", "atoms", "energy (eV)", "eV/atom", "max |F| (eV/Å)", "pressure (GPa)"):
@@ -79,6 +83,34 @@ def predict(
         fmax = float(np.linalg.norm(r["forces"], axis=1).max()) if "forces" in r else float("nan")
         pressure = f"{-np.trace(r['stress']) / 3 * EV_PER_ANG3_TO_GPA:.3f}" if "stress" in r else "-"
         table.add_row(name, s.to_ase().get_chemical_formula(), str(len(s)), f"{r['energy']:.6f}", f"{r['energy'] / len(s):.6f}", f"{fmax:.4f}", pressure)
+    console.print(table)
+
+
+def _tensor_table(potential, names, structures, results, dtype) -> None:
+    """Per structure: VRH moduli and C11/C12/C44 (GPa), the dielectric diagonal, the largest
+    piezoelectric coefficient (C/m²); ``--json`` gives the full tensors."""
+    from atomistic.training.metrics import vrh_moduli
+
+    table = Table(title=f"model '{potential.metadata.name}' ({potential.metadata.backend} kernels, {dtype})")
+    columns = ["structure", "formula", "atoms"]
+    if keys.ELASTIC_TENSOR in potential.properties:
+        columns += ["K_VRH (GPa)", "G_VRH (GPa)", "C11", "C12", "C44 (GPa)"]
+    if keys.DIELECTRIC_TENSOR in potential.properties:
+        columns += ["ε_xx", "ε_yy", "ε_zz"]
+    if keys.PIEZOELECTRIC_TENSOR in potential.properties:
+        columns += ["max |e_ijk| (C/m²)"]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "structure" else "right")
+    for name, s, r in zip(names, structures, results, strict=True):
+        row = [name, s.to_ase().get_chemical_formula(), str(len(s))]
+        if keys.ELASTIC_TENSOR in r:
+            c = r[keys.ELASTIC_TENSOR]
+            row += [f"{x:.1f}" for x in (*vrh_moduli(c), c[0, 0, 0, 0], c[0, 0, 1, 1], c[1, 2, 1, 2])]
+        if keys.DIELECTRIC_TENSOR in r:
+            row += [f"{x:.3f}" for x in np.diag(r[keys.DIELECTRIC_TENSOR])]
+        if keys.PIEZOELECTRIC_TENSOR in r:
+            row += [f"{np.abs(r[keys.PIEZOELECTRIC_TENSOR]).max():.4f}"]
+        table.add_row(*row)
     console.print(table)
 
 
@@ -100,6 +132,11 @@ def _write_results(output: Path, structures, results, records) -> None:
         if "stress" in r:
             values["stress"] = full_3x3_to_voigt_6_stress(r["stress"])
         atoms.calc = SinglePointCalculator(atoms, **values)
+        # crystal tensors in the reader's convention (atomistic.voigt.tensor_label): Voigt forms, flattened
+        voigt = with_voigt_forms(r)
+        for key in keys.TENSOR_KEYS:
+            if key in r:
+                atoms.info[key] = np.asarray(voigt.get(f"{key}_voigt", r[key])).reshape(-1)
         frames.append(atoms)
     write(output, frames, format="extxyz")
 
@@ -255,7 +292,8 @@ def evaluate_command(
     dtype: Annotated[str, typer.Option(help="float64 or float32.")] = "float64",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Energy (meV/atom), force (eV/Å) and stress (GPa) errors per file and overall."""
+    """Energy (meV/atom), force (eV/Å) and stress (GPa) errors per file and overall; for
+    crystal-tensor models, Fnorm, EwT 25/10/5 % and (elastic) VRH bulk/shear modulus MAE."""
     from atomistic.checkpoint import load_potential
     from atomistic.data.convert import read_structures
     from atomistic.training.metrics import ErrorAccumulator, evaluate
@@ -275,23 +313,24 @@ def evaluate_command(
         typer.echo(json.dumps(result))
         return
     table = Table(title=f"model '{potential.metadata.name}' ({dtype})")
-    columns = ("file", "structures", "E MAE (meV/atom)", "E RMSE (meV/atom)", "F MAE (eV/Å)", "F RMSE (eV/Å)", "S MAE (GPa)")
-    for column in columns:
-        table.add_column(column, justify="left" if column == "file" else "right")
+    standard = {
+        "energy_mae_mev_per_atom": ("E MAE (meV/atom)", 2), "energy_rmse_mev_per_atom": ("E RMSE (meV/atom)", 2),
+        "force_mae_ev_per_ang": ("F MAE (eV/Å)", 4), "force_rmse_ev_per_ang": ("F RMSE (eV/Å)", 4),
+        "stress_mae_gpa": ("S MAE (GPa)", 3),
+    }
+    # energy columns where the model has an energy head; every tensor metric that was measured
+    shown = {k: v for k, v in standard.items() if potential.has_energy}
+    shown.update({k: (k, 3) for k in result if k not in standard and k not in ("n_structures", "per_file")})
+    table.add_column("file", justify="left")
+    table.add_column("structures", justify="right")
+    for title, _ in shown.values():
+        table.add_column(title, justify="right")
 
     def fmt(value, digits):
         return "-" if value is None else f"{value:.{digits}f}"
 
     for name, m in [*per_file.items(), ("overall", result)]:
-        table.add_row(
-            name,
-            str(m["n_structures"]),
-            fmt(m["energy_mae_mev_per_atom"], 2),
-            fmt(m["energy_rmse_mev_per_atom"], 2),
-            fmt(m["force_mae_ev_per_ang"], 4),
-            fmt(m["force_rmse_ev_per_ang"], 4),
-            fmt(m["stress_mae_gpa"], 3),
-        )
+        table.add_row(name, str(m["n_structures"]), *(fmt(m.get(k), digits) for k, (_, digits) in shown.items()))
     console.print(table)
 
 

@@ -40,10 +40,16 @@ ENERGY = "energy"  # [n_systems] float, eV, total energy
 FORCES = "forces"  # [n_atoms, 3] float, eV/Å, -dE/dr
 STRESS = "stress"  # [n_systems, 3, 3] float, eV/Å³, (1/V) dE/dstrain (ASE sign convention)
 VIRIAL = "virial"  # [n_systems, 3, 3] float, eV, -dE/dstrain
+DIELECTRIC_TENSOR = "dielectric_tensor"  # [n_systems, 3, 3] float, unitless, eps_ij = eps_ji
+PIEZOELECTRIC_TENSOR = "piezoelectric_tensor"  # [n_systems, 3, 3, 3] float, C/m², e_ijk = e_ikj
+ELASTIC_TENSOR = "elastic_tensor"  # [n_systems, 3, 3, 3, 3] float, GPa, C_ijkl = C_jikl = C_ijlk = C_klij
 
 PER_ATOM_KEYS = frozenset({POSITIONS, ATOMIC_NUMBERS, SPECIES_INDEX, SYSTEM_IDX, ATOMIC_ENERGIES, FORCES})
-PER_SYSTEM_KEYS = frozenset({CELL, PBC, N_ATOMS, ENERGY, STRESS, VIRIAL})
+TENSOR_KEYS = (DIELECTRIC_TENSOR, PIEZOELECTRIC_TENSOR, ELASTIC_TENSOR)  # crystal tensors, by order
+
+PER_SYSTEM_KEYS = frozenset({CELL, PBC, N_ATOMS, ENERGY, STRESS, VIRIAL, *TENSOR_KEYS})
 PER_EDGE_KEYS = frozenset({EDGE_SHIFT, EDGE_VECTORS, EDGE_LENGTHS})
 
 # properties a caller may request from Potential.predict
-PROPERTIES = (ENERGY, ATOMIC_ENERGIES, FORCES, STRESS)
+ENERGY_PROPERTIES = (ENERGY, ATOMIC_ENERGIES, FORCES, STRESS)  # from an energy head
+PROPERTIES = (*ENERGY_PROPERTIES, *TENSOR_KEYS)

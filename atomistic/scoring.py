@@ -26,6 +26,7 @@ from atomistic.data.convert import (
     as_structure,
     validate_structure,
 )
+from atomistic.voigt import with_voigt_forms
 
 INPUT_FORMATS = ("extxyz", "jsonl")
 
@@ -105,7 +106,7 @@ def score_chunk(potential, items: list[tuple[int, Any]], properties: tuple[str, 
             records[k] = {"index": index, "error": str(err)}
     if valid:
         for k, result in zip(positions, potential.predict(valid, properties=properties), strict=True):
-            records[k] = {"index": items[k][0], **{key: _to_json(v) for key, v in result.items()}}
+            records[k] = {"index": items[k][0], **{key: _to_json(v) for key, v in with_voigt_forms(result).items()}}
     return records  # type: ignore[return-value]
 
 

@@ -20,6 +20,9 @@ from ase import Atoms
 from ase.data import atomic_numbers as _SYMBOL_TO_Z
 from ase.data import chemical_symbols as _Z_TO_SYMBOL
 
+from atomistic.keys import TENSOR_KEYS as TENSOR_LABELS
+from atomistic.voigt import tensor_label
+
 MAX_ATOMIC_NUMBER = 118
 MIN_INTERATOMIC_DISTANCE = 0.1  # Å; closer pairs are rejected as unphysical
 DEFAULT_MAX_ATOMS = 100_000
@@ -184,6 +187,13 @@ def _structure_from_ase(atoms: Atoms, index: int | None) -> Structure:
     stress = results.get("stress", atoms.info.get("stress"))
     if stress is not None:
         labels["stress"] = _stress_to_matrix(np.asarray(stress, dtype=np.float64), index)
+    for key in TENSOR_LABELS:  # ASE's extxyz reader puts some (dielectric_tensor) into calculator results
+        value = results.get(key, atoms.info.get(key))
+        if value is not None:
+            try:
+                labels[key] = tensor_label(key, value)
+            except ValueError as err:
+                raise StructureError(index, key, str(err).split(": ", 1)[-1]) from None
     info = {k: v for k, v in atoms.info.items() if isinstance(v, str | int | float)}
     return Structure(
         numbers=np.asarray(atoms.numbers, dtype=np.int64).copy(),

@@ -12,6 +12,15 @@ from atomistic.kernels import DEFAULT_BACKEND, resolve_backend
 from atomistic.models.encoders.mace import MACEConfig, MACEEncoder
 from atomistic.models.encoders.nequip import NequIPConfig, NequIPEncoder
 from atomistic.models.heads.energy import EnergyHead, LinearEnergyHead
+from atomistic.models.heads.tensors import (
+    DIELECTRIC,
+    ELASTIC,
+    PIEZOELECTRIC,
+    DielectricHead,
+    ElasticHead,
+    PiezoelectricHead,
+    SphericalTensorHead,
+)
 from atomistic.models.potential import Potential, PotentialMetadata
 
 ENCODERS: dict[str, tuple[type, Callable[..., torch.nn.Module]]] = {
@@ -57,7 +66,30 @@ def build_energy_head(
     )
 
 
-HEADS: dict[str, Callable[..., torch.nn.Module]] = {"energy": build_energy_head}
+def build_tensor_head(output_key: str):
+    """Builder of the crystal-tensor head writing ``output_key``.
+
+    ``basis="cartesian"``: the CEITNet head of that order (:mod:`atomistic.models.heads.tensors`);
+    ``basis="spherical"``: the spherical-harmonic baseline on the same encoder.  ``scale`` is
+    the tensor's unit scale (GPa for elastic, unitless for dielectric, C/m² for piezoelectric),
+    set from the training data.
+    """
+
+    def build(encoder: torch.nn.Module, basis: str = "cartesian", channels: int = 8, hidden: int = 32, scale: float = 1.0, lmax: int = 4):
+        if basis == "cartesian":
+            head_cls = {DIELECTRIC: DielectricHead, PIEZOELECTRIC: PiezoelectricHead, ELASTIC: ElasticHead}[output_key]
+            return head_cls(encoder.irreps_out, encoder.cutoff, channels=channels, hidden=hidden, scale=float(scale))
+        if basis == "spherical":
+            return SphericalTensorHead(encoder.irreps_out, encoder.cutoff, output_key, channels=channels, lmax=lmax, hidden=hidden, scale=scale)
+        raise ValueError(f"{output_key}: unknown basis '{basis}'; use 'cartesian' or 'spherical'")
+
+    return build
+
+
+HEADS: dict[str, Callable[..., torch.nn.Module]] = {
+    "energy": build_energy_head,
+    **{key: build_tensor_head(key) for key in (DIELECTRIC, PIEZOELECTRIC, ELASTIC)},
+}
 
 
 def build_potential(
@@ -71,7 +103,10 @@ def build_potential(
     """Build a freshly initialised :class:`Potential` from an architecture dict::
 
         {"encoder": {"name": "mace", "config": {...MACEConfig fields...}},
-         "heads": {"energy": {"mlp_hidden": 16}}}
+         "heads": {"energy": {"mlp_hidden": 16},
+                   "elastic_tensor": {"basis": "cartesian", "channels": 8, "scale": 100.0}}}
+
+    Heads are optional one by one (``heads`` defaults to an energy head only).
     """
     backend = resolve_backend(backend, device, dtype)
     encoder_spec = architecture["encoder"]

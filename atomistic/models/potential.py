@@ -33,7 +33,10 @@ class PotentialMetadata:
     name: str = "unnamed"
     architecture: dict[str, Any] = dataclasses.field(default_factory=dict)
     units: dict[str, str] = dataclasses.field(
-        default_factory=lambda: {"energy": "eV", "forces": "eV/Å", "stress": "eV/Å^3", "length": "Å"}
+        default_factory=lambda: {
+            "energy": "eV", "forces": "eV/Å", "stress": "eV/Å^3", "length": "Å",
+            "dielectric_tensor": "1", "piezoelectric_tensor": "C/m^2", "elastic_tensor": "GPa",
+        }
     )
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
     metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -43,8 +46,10 @@ class PotentialMetadata:
 class Potential(torch.nn.Module):
     """An encoder writing node features and heads reading them.
 
-    ``forward(graph)`` returns ``energy [n_systems]`` eV, ``energies [n_atoms]`` eV, and on
-    request ``forces [n_atoms, 3]`` eV/Å and ``stress``/``virial`` ``[n_systems, 3, 3]``.
+    With an ``energy`` head, ``forward(graph)`` returns ``energy [n_systems]`` eV, ``energies
+    [n_atoms]`` eV, and on request ``forces [n_atoms, 3]`` eV/Å and ``stress``/``virial``
+    ``[n_systems, 3, 3]``.  Crystal-tensor heads add their tensor per system
+    (``dielectric_tensor``, ``piezoelectric_tensor``, ``elastic_tensor``; see :mod:`atomistic.keys`).
     """
 
     def __init__(self, encoder: torch.nn.Module, heads: dict[str, torch.nn.Module], metadata: PotentialMetadata):
@@ -60,6 +65,21 @@ class Potential(torch.nn.Module):
                     raise ValueError(f"head '{name}' requires '{key}', which the encoder does not write")
             if hasattr(head, "irreps_in") and head.irreps_in != encoder.irreps_out:
                 raise ValueError(f"head '{name}' expects {head.irreps_in}, encoder writes {encoder.irreps_out}")
+
+    @property
+    def has_energy(self) -> bool:
+        return "energy" in self.heads
+
+    @property
+    def properties(self) -> tuple[str, ...]:
+        """What :meth:`predict` can return for this model."""
+        tensors = tuple(k for k in keys.TENSOR_KEYS if any(getattr(h, "output_key", None) == k for h in self.heads.values()))
+        return (keys.ENERGY_PROPERTIES if self.has_energy else ()) + tensors
+
+    @property
+    def default_properties(self) -> tuple[str, ...]:
+        """What :meth:`predict` returns when not told: energy, forces and stress, or the tensors."""
+        return (keys.ENERGY, keys.FORCES, keys.STRESS) if self.has_energy else self.properties
 
     @property
     def atomic_numbers(self) -> tuple[int, ...]:
@@ -86,17 +106,20 @@ class Potential(torch.nn.Module):
         compute_stress: bool = False,
         training: bool = False,
     ) -> dict[str, torch.Tensor]:
+        compute_forces = compute_forces and self.has_energy
+        compute_stress = compute_stress and self.has_energy
         with torch.set_grad_enabled(training or compute_forces or compute_stress or torch.is_grad_enabled()):
             graph, strain = attach_strain(graph, compute_forces, compute_stress)
             outputs = dict(self.encoder(graph))
             for head in self.heads.values():
                 outputs.update(head(graph, outputs))
-            results = {k: v for k, v in outputs.items() if k in (keys.ENERGY, keys.ATOMIC_ENERGIES)}
-            results.update(
-                energy_derivatives(
-                    outputs[keys.ENERGY], graph, strain, compute_forces, compute_stress, create_graph=training
+            results = {k: v for k, v in outputs.items() if k in (keys.ENERGY, keys.ATOMIC_ENERGIES, *keys.TENSOR_KEYS)}
+            if self.has_energy:
+                results.update(
+                    energy_derivatives(
+                        outputs[keys.ENERGY], graph, strain, compute_forces, compute_stress, create_graph=training
+                    )
                 )
-            )
         if not training:
             results = {k: v.detach() for k, v in results.items()}
         return results
@@ -104,13 +127,15 @@ class Potential(torch.nn.Module):
     def predict(
         self,
         structures: Any,
-        properties: Sequence[str] = (keys.ENERGY, keys.FORCES, keys.STRESS),
+        properties: Sequence[str] | None = None,
         *,
         max_atoms_per_batch: int = 4096,
         max_atoms: int = DEFAULT_MAX_ATOMS,
         errors: str = "raise",
     ) -> list[dict[str, Any]]:
-        """Energies (eV), per-atom energies (eV), forces (eV/Å) and stress (eV/Å³, 3x3) per structure.
+        """Energies (eV), per-atom energies (eV), forces (eV/Å), stress (eV/Å³, 3x3) and
+        crystal tensors (see :attr:`properties`) per structure; ``properties=None`` gives
+        :attr:`default_properties`.
 
         ``structures`` may be any input that :func:`atomistic.data.to_structures` accepts
         (one or many).  Stress is omitted for structures without a cell volume.
@@ -119,9 +144,8 @@ class Potential(torch.nn.Module):
         structure; ``errors="return"`` puts ``{"error": StructureError}`` in a bad structure's
         slot and still computes all the others.
         """
-        unknown = set(properties) - set(keys.PROPERTIES)
-        if unknown:
-            raise ValueError(f"unknown properties {sorted(unknown)}; choose from {list(keys.PROPERTIES)}")
+        properties = self.default_properties if properties is None else tuple(properties)
+        check_properties(properties, self.properties, self.metadata.name)
         if errors not in ("raise", "return"):
             raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
         if errors == "raise":
@@ -145,6 +169,16 @@ class Potential(torch.nn.Module):
             for i, per_system in zip(indices, split_results(outputs, graph), strict=True):
                 results[i] = select_properties(per_system, properties)
         return results
+
+
+def check_properties(requested: Sequence[str], available: Sequence[str], model: str = "this model") -> None:
+    """``ValueError`` naming the properties that are unknown or that ``model`` cannot compute."""
+    unknown = sorted(set(requested) - set(keys.PROPERTIES))
+    if unknown:
+        raise ValueError(f"unknown properties {unknown}; choose from {list(keys.PROPERTIES)}")
+    missing = sorted(set(requested) - set(available))
+    if missing:
+        raise ValueError(f"model '{model}' does not provide {missing}; it provides {list(available)}")
 
 
 def select_properties(per_system: dict[str, np.ndarray], properties: Sequence[str]) -> dict[str, Any]:

@@ -25,10 +25,16 @@ model:
   envelope_exponent: 6
   radial_hidden: [32, 32]
   energy_mlp_hidden: 16
+  energy_head: true          # energy head (forces, stress by autograd); false for tensor-only models
+  tensor_heads: {}           # crystal-tensor heads by output, e.g.
+                             #   elastic_tensor: {basis: cartesian, channels: 8, hidden: 32}
+                             # outputs: dielectric_tensor | piezoelectric_tensor | elastic_tensor;
+                             # basis: cartesian (CEITNet) | spherical (e3nn irreps baseline, lmax: 4)
 loss:
   energy: 10.0               # weight of the energy-per-atom term (eV/atom)
   forces: 1.0                # weight of the force term (eV/Å)
   stress: 0.05               # weight of the stress term (units of 0.01 eV/Å³)
+  tensors: 1.0               # weight of each crystal-tensor term (in units of the head's data scale)
   kind: mse                  # mse | huber
   huber_delta: 0.01
 optimizer:
@@ -55,6 +61,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from atomistic.keys import TENSOR_KEYS
+
+TENSOR_HEAD_OPTIONS = {"basis", "channels", "hidden", "lmax"}
 
 
 class ConfigError(ValueError):
@@ -88,6 +98,8 @@ class ModelConfig:
     envelope_exponent: int = 6
     radial_hidden: tuple[int, ...] = (32, 32)
     energy_mlp_hidden: int = 16
+    energy_head: bool = True
+    tensor_heads: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +107,7 @@ class LossConfig:
     energy: float = 10.0
     forces: float = 1.0
     stress: float = 0.05
+    tensors: float = 1.0
     kind: str = "mse"
     huber_delta: float = 0.01
 
@@ -181,6 +194,18 @@ def _check(config: TrainConfig) -> TrainConfig:
     for ok, field, reason in rules:
         if not ok:
             raise ConfigError(f"{field}: {reason}")
+    heads = config.model.tensor_heads
+    if not isinstance(heads, dict):
+        raise ConfigError("model.tensor_heads: expected a mapping of output name to options")
+    for key, options in heads.items():
+        if key not in TENSOR_KEYS:
+            raise ConfigError(f"model.tensor_heads: unknown output '{key}'; choose from {list(TENSOR_KEYS)}")
+        if not isinstance(options, dict) or set(options) - TENSOR_HEAD_OPTIONS:
+            raise ConfigError(f"model.tensor_heads.{key}: options must be a mapping with keys from {sorted(TENSOR_HEAD_OPTIONS)}")
+        if options.get("basis", "cartesian") not in ("cartesian", "spherical"):
+            raise ConfigError(f"model.tensor_heads.{key}.basis: must be cartesian or spherical")
+    if not config.model.energy_head and not heads:
+        raise ConfigError("model: a model needs an energy head or at least one tensor head")
     if not config.data.valid and config.data.valid_fraction == 0.0:
         raise ConfigError("data.valid_fraction: must be > 0 when no data.valid files are given")
     return config

@@ -19,6 +19,7 @@ from atomistic.data.convert import Structure
 from atomistic.data.graph import build_graph
 from atomistic.models.builders import build_potential
 from atomistic.training.losses import LossWeights, weighted_loss
+from atomistic.training.metrics import tensor_metrics
 from atomistic.units import EV_PER_ANG3_TO_GPA
 
 
@@ -59,6 +60,10 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.dtype = potential.dtype
+        # crystal-tensor heads: output key -> the head's data scale (loss unit)
+        self.tensor_scales = {
+            head.output_key: float(head.scale) for head in potential.heads.values() if getattr(head, "output_key", None) in keys.TENSOR_KEYS
+        }
         self.train_graphs = self._pre_batch(train)
         self.valid_graphs = self._pre_batch(valid)
         self.n_train = len(train)
@@ -82,9 +87,14 @@ class Trainer:
         """One graph per structure, built once (neighbour lists are the slow part); the
         structure's loss weight (``info["loss_weight"]``, default 1) rides along."""
         graphs = []
+        shapes = {keys.DIELECTRIC_TENSOR: (1, 3, 3), keys.PIEZOELECTRIC_TENSOR: (1, 3, 3, 3), keys.ELASTIC_TENSOR: (1, 3, 3, 3, 3)}
         for s in structures:
             graph = build_graph([s], self.potential.cutoff, self.potential.species, dtype=self.dtype, with_labels=True)
             graph["loss_weight"] = torch.tensor([float(s.info.get("loss_weight", 1.0))], dtype=self.dtype)
+            for key in self.tensor_scales:  # the same keys in every graph, so batches collate
+                if f"ref_{key}" not in graph:
+                    graph[f"ref_{key}"] = torch.zeros(shapes[key], dtype=self.dtype)
+                    graph[f"has_{key}"] = torch.zeros(1, dtype=torch.bool)
             graphs.append(graph)
         return graphs
 
@@ -128,7 +138,7 @@ class Trainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             outputs = self.potential(batch, compute_forces=True, compute_stress=True, training=True)
-            terms = weighted_loss(outputs, batch, self.config.loss)
+            terms = weighted_loss(outputs, batch, self.config.loss, self.tensor_scales)
             self.optimizer.zero_grad(set_to_none=True)
             terms["total"].backward()
             torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
@@ -147,14 +157,21 @@ class Trainer:
             p_ema.mul_(decay).add_(p.detach(), alpha=1 - decay)
 
     def evaluate(self, model=None, graphs=None) -> dict[str, float]:
-        """MAEs on the validation set: meV/atom, eV/Å, GPa."""
+        """Validation metrics: energy/force MAE and RMSE (meV/atom, eV/Å), stress MAE (GPa),
+        and for each crystal-tensor head the metrics of :func:`~atomistic.training.metrics.tensor_metrics`."""
         model = model if model is not None else self.ema
         graphs = graphs if graphs is not None else self.valid_graphs
         model.eval()
         e_err, f_err, s_err = [], [], []
+        tensor_pairs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {k: [] for k in self.tensor_scales}
         for k in range(0, len(graphs), 8):
             batch = self._collate(graphs[k : k + 8])
             out = model(batch, compute_forces=True, compute_stress=True)
+            for key, pairs in tensor_pairs.items():
+                has_t = batch[f"has_{key}"]
+                pairs.append((out[key][has_t].detach(), batch[f"ref_{key}"][has_t]))
+            if not model.has_energy:
+                continue
             n = batch[keys.N_ATOMS].to(out[keys.ENERGY].dtype)
             has = batch["has_energy"]
             e_err.append(((out[keys.ENERGY] - batch["ref_energy"]) / n)[has])
@@ -162,15 +179,35 @@ class Trainer:
             f_err.append((out[keys.FORCES] - batch["ref_forces"])[atom_has].reshape(-1))
             has_s = batch["has_stress"] & torch.isfinite(out[keys.STRESS]).all(dim=(1, 2))
             s_err.append((out[keys.STRESS] - batch["ref_stress"])[has_s].reshape(-1))
-        e, f, s = (torch.cat(x).abs() for x in (e_err, f_err, s_err))
-        return {
-            "energy_mae_mev_per_atom": float(e.mean() * 1000) if e.numel() else float("nan"),
-            "energy_rmse_mev_per_atom": float((e**2).mean().sqrt() * 1000) if e.numel() else float("nan"),
-            "force_mae_ev_per_ang": float(f.mean()) if f.numel() else float("nan"),
-            "force_rmse_ev_per_ang": float((f**2).mean().sqrt()) if f.numel() else float("nan"),
-            "stress_mae_gpa": float(s.mean() * EV_PER_ANG3_TO_GPA) if s.numel() else float("nan"),
-            "n_structures": len(graphs),
-        }
+        e, f, s = (torch.cat(x).abs() if x else torch.zeros(0) for x in (e_err, f_err, s_err))
+        metrics: dict[str, float] = {}
+        if model.has_energy:
+            metrics = {
+                "energy_mae_mev_per_atom": float(e.mean() * 1000) if e.numel() else float("nan"),
+                "energy_rmse_mev_per_atom": float((e**2).mean().sqrt() * 1000) if e.numel() else float("nan"),
+                "force_mae_ev_per_ang": float(f.mean()) if f.numel() else float("nan"),
+                "force_rmse_ev_per_ang": float((f**2).mean().sqrt()) if f.numel() else float("nan"),
+                "stress_mae_gpa": float(s.mean() * EV_PER_ANG3_TO_GPA) if s.numel() else float("nan"),
+            }
+        for key, pairs in tensor_pairs.items():
+            predicted = torch.cat([p for p, _ in pairs]).cpu().numpy()
+            reference = torch.cat([r for _, r in pairs]).cpu().numpy()
+            metrics.update(tensor_metrics(key, predicted, reference))
+            if len(reference):  # relative Frobenius error: the selection score of a tensor head
+                error = np.sqrt(((predicted - reference) ** 2).reshape(len(reference), -1).sum(1)).mean()
+                metrics[f"{key}_relative_error"] = float(error / np.sqrt((reference**2).reshape(len(reference), -1).sum(1)).mean())
+        metrics["n_structures"] = len(graphs)
+        return metrics
+
+    def validation_score(self, valid: dict[str, float]) -> float:
+        """Lower is better: energy MAE / 5 meV/atom + force MAE / 0.05 eV/Å (energy models),
+        plus 10 × each tensor head's relative Frobenius error."""
+        score = 0.0
+        if self.potential.has_energy:
+            score += valid["energy_mae_mev_per_atom"] / 5.0 + valid["force_mae_ev_per_ang"] / 0.05
+        for key in self.tensor_scales:
+            score += 10.0 * valid.get(f"{key}_relative_error", float("nan"))
+        return score
 
     # ---- persistence ---------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -238,7 +275,7 @@ class Trainer:
             if self.epoch % self.config.eval_every == 0 or self.epoch == self.config.epochs:
                 valid = self.evaluate()
                 record["valid"] = valid
-                score = valid["energy_mae_mev_per_atom"] / 5.0 + valid["force_mae_ev_per_ang"] / 0.05
+                score = self.validation_score(valid)
                 if self._after_validation(score) and on_best is not None:
                     on_best(self.ema, valid)
                 last = valid
@@ -251,7 +288,8 @@ class Trainer:
             log(
                 f"epoch {self.epoch}/{self.config.epochs} loss {train_terms['total']:.4g} "
                 + (f"val E {last.get('energy_mae_mev_per_atom', float('nan')):.2f} meV/atom "
-                   f"F {last.get('force_mae_ev_per_ang', float('nan')):.4f} eV/Å " if last else "")
+                   f"F {last.get('force_mae_ev_per_ang', float('nan')):.4f} eV/Å " if last and self.potential.has_energy else "")
+                + "".join(f"{name} {last[name]:.3g} " for name in last if name.endswith(("_fnorm_gpa", "_fnorm", "_fnorm_c_per_m2", "_ewt25")))
                 + f"({record['seconds']:.0f}s/epoch, ETA {eta / 60:.0f} min)"
             )
             if self.config.max_hours is not None and elapsed > self.config.max_hours * 3600:

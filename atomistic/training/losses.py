@@ -14,6 +14,7 @@ class LossWeights:
     energy: float = 10.0  # on energy per atom, eV/atom
     forces: float = 1.0  # on force components, eV/Å
     stress: float = 0.05  # on stress components, in units of STRESS_UNIT (0.01 eV/Å³)
+    tensors: float = 1.0  # on each crystal tensor's components, in units of its head's data scale
     kind: str = "mse"  # "huber" or "mse"
     huber_delta: float = 0.01
 
@@ -29,14 +30,22 @@ def _elementwise(pred: torch.Tensor, ref: torch.Tensor, weights: LossWeights) ->
 STRESS_UNIT = 0.01  # eV/Å³ (~1.6 GPa): stress residuals are measured in this unit
 
 
-def weighted_loss(outputs: dict[str, torch.Tensor], graph: dict[str, torch.Tensor], weights: LossWeights) -> dict[str, torch.Tensor]:
-    """Loss terms and their weighted sum, ``{"energy", "forces", "stress", "total"}``."""
-    n_atoms = graph[keys.N_ATOMS].to(outputs[keys.ENERGY].dtype)
+def weighted_loss(
+    outputs: dict[str, torch.Tensor],
+    graph: dict[str, torch.Tensor],
+    weights: LossWeights,
+    tensor_scales: dict[str, float] | None = None,
+) -> dict[str, torch.Tensor]:
+    """Loss terms and their weighted sum, ``{"energy", "forces", "stress", <tensor keys>, "total"}``.
+
+    Crystal-tensor residuals are measured in units of ``tensor_scales[key]`` (the head's data
+    scale: GPa, C/m², unitless) and weighted by ``weights.tensors``."""
+    n_atoms = graph[keys.N_ATOMS].to(graph[keys.POSITIONS].dtype)
     # per-structure weights (per-file loss weights); weighted means over the labelled items
     system_weight = graph.get("loss_weight", torch.ones_like(n_atoms)).to(n_atoms.dtype)
     terms: dict[str, torch.Tensor] = {}
     has_e = graph["has_energy"]
-    if weights.energy > 0 and has_e.any():
+    if weights.energy > 0 and keys.ENERGY in outputs and has_e.any():
         e_pred = outputs[keys.ENERGY][has_e] / n_atoms[has_e]
         e_ref = graph["ref_energy"][has_e] / n_atoms[has_e]
         w = system_weight[has_e]
@@ -55,6 +64,13 @@ def weighted_loss(outputs: dict[str, torch.Tensor], graph: dict[str, torch.Tenso
                 outputs[keys.STRESS][has_s] / STRESS_UNIT, graph["ref_stress"][has_s] / STRESS_UNIT, weights
             )
             terms["stress"] = (per_component * w).sum() / (9 * w.sum()).clamp_min(1e-12)
-    total = sum(getattr(weights, k) * v for k, v in terms.items())
+    for key, scale in (tensor_scales or {}).items():
+        has_t = graph.get(f"has_{key}")
+        if weights.tensors > 0 and key in outputs and has_t is not None and has_t.any():
+            w = system_weight[has_t]
+            per_system = _elementwise(outputs[key][has_t] / scale, graph[f"ref_{key}"][has_t] / scale, weights)
+            per_system = per_system.reshape(per_system.shape[0], -1).mean(dim=1)
+            terms[key] = (per_system * w).sum() / w.sum().clamp_min(1e-12)
+    total = sum((weights.tensors if k in keys.TENSOR_KEYS else getattr(weights, k)) * v for k, v in terms.items())
     terms["total"] = total if isinstance(total, torch.Tensor) else torch.zeros(())
     return terms

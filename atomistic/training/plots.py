@@ -12,8 +12,9 @@ from atomistic.units import EV_PER_ANG3_TO_GPA
 
 
 def parity_plots(potential, structures: Sequence[Structure], directory: str | Path) -> list[Path]:
-    """Write ``parity_energy.png`` (eV/atom), ``parity_forces.png`` (eV/Å) and
-    ``parity_stress.png`` (GPa) for the labelled structures; returns the files written."""
+    """Write ``parity_energy.png`` (eV/atom), ``parity_forces.png`` (eV/Å),
+    ``parity_stress.png`` (GPa) and ``parity_<tensor>.png`` for each crystal tensor the model
+    and labels share; returns the files written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -23,11 +24,18 @@ def parity_plots(potential, structures: Sequence[Structure], directory: str | Pa
     directory.mkdir(parents=True, exist_ok=True)
     predictions = potential.predict(list(structures))
     series = {"energy": ([], [], "energy (eV/atom)"), "forces": ([], [], "force components (eV/Å)"), "stress": ([], [], "stress components (GPa)")}
+    units = {"dielectric_tensor": "", "piezoelectric_tensor": " (C/m²)", "elastic_tensor": " (GPa)"}
+    for key, unit in units.items():
+        series[key] = ([], [], f"{key.replace('_', ' ')} components{unit}")
     for s, p in zip(structures, predictions, strict=True):
-        if "energy" in s.labels:
+        for key in units:
+            if key in s.labels and key in p:
+                series[key][0].extend(np.ravel(s.labels[key]))
+                series[key][1].extend(np.ravel(p[key]))
+        if "energy" in s.labels and "energy" in p:
             series["energy"][0].append(s.labels["energy"] / len(s))
             series["energy"][1].append(p["energy"] / len(s))
-        if "forces" in s.labels:
+        if "forces" in s.labels and "forces" in p:
             series["forces"][0].extend(np.ravel(s.labels["forces"]))
             series["forces"][1].extend(np.ravel(p["forces"]))
         if "stress" in s.labels and "stress" in p:

@@ -16,7 +16,12 @@ from atomistic.data.datasets import read_labelled, seeded_split
 from atomistic.training.config import ConfigError, TrainConfig
 from atomistic.training.loop import Trainer, TrainingConfig
 from atomistic.training.losses import LossWeights
-from atomistic.training.statistics import average_num_neighbors, force_rms, least_squares_e0s
+from atomistic.training.statistics import (
+    average_num_neighbors,
+    force_rms,
+    least_squares_e0s,
+    tensor_scale,
+)
 
 
 def _read_files(files, seed: int, valid_fraction: float | None) -> tuple[list[Structure], list[Structure]]:
@@ -52,24 +57,29 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
     train, valid = _read_files(data.train, config.seed, None if data.valid else data.valid_fraction)
     if data.valid:
         valid, _ = _read_files(data.valid, config.seed, None)
-    species = tuple(sorted({int(z) for s in train for z in s.numbers}))
-    if data.isolated_atoms:
-        table = isolated_atom_energies(data.isolated_atoms)
-        missing = [z for z in species if z not in table]
-        if missing:
-            raise ConfigError(f"data.isolated_atoms: no energy for atomic numbers {missing}")
-        e0s = np.array([table[z] for z in species])
-        e0_method = f"isolated atoms ({data.isolated_atoms})"
-    else:
-        e0s = least_squares_e0s(train, species)
-        e0_method = "least squares on training energies"
-    stats = {
+    # every element of the data, validation included: an element seen only there keeps its
+    # initial embedding (its error is then an honest measure of transfer)
+    species = tuple(sorted({int(z) for s in [*train, *valid] for z in s.numbers}))
+    for key in config.model.tensor_heads:
+        if not any(key in s.labels for s in train):
+            raise ConfigError(f"model.tensor_heads.{key}: no training structure carries a '{key}' label")
+    stats: dict[str, Any] = {
         "species": species,
-        "e0s": e0s,
-        "e0_method": e0_method,
         "avg_num_neighbors": average_num_neighbors(train, config.model.cutoff),
-        "scale": force_rms(train),
+        "tensor_scales": {key: tensor_scale(train, key) for key in config.model.tensor_heads},
     }
+    if config.model.energy_head:
+        if data.isolated_atoms:
+            table = isolated_atom_energies(data.isolated_atoms)
+            missing = [z for z in species if z not in table]
+            if missing:
+                raise ConfigError(f"data.isolated_atoms: no energy for atomic numbers {missing}")
+            stats["e0s"] = np.array([table[z] for z in species])
+            stats["e0_method"] = f"isolated atoms ({data.isolated_atoms})"
+        else:
+            stats["e0s"] = least_squares_e0s(train, species)
+            stats["e0_method"] = "least squares on training energies"
+        stats["scale"] = force_rms(train)
     return train, valid, stats
 
 
@@ -94,15 +104,22 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
         potential.metadata.name = name
         return potential
     m = config.model
-    encoder_options = {k: v for k, v in dataclasses.asdict(m).items() if k not in ("encoder", "energy_mlp_hidden")}
+    head_fields = ("encoder", "energy_mlp_hidden", "energy_head", "tensor_heads")
+    encoder_options = {k: v for k, v in dataclasses.asdict(m).items() if k not in head_fields}
     encoder_config = MACEConfig(
         species=stats["species"], avg_num_neighbors=round(float(stats["avg_num_neighbors"]), 4), **encoder_options
     )
+    architecture = mace_architecture(encoder_config, m.energy_mlp_hidden)
+    if not m.energy_head:
+        del architecture["heads"]["energy"]
+    for key, options in m.tensor_heads.items():  # the data's scale is part of the architecture
+        architecture["heads"][key] = {**options, "scale": round(float(stats["tensor_scales"][key]), 6)}
     torch.manual_seed(config.seed)
-    potential = build_potential(mace_architecture(encoder_config, m.energy_mlp_hidden), name=name, dtype=dtype)
-    head = potential.heads["energy"]
-    head.e0s.copy_(torch.as_tensor(stats["e0s"], dtype=head.e0s.dtype))
-    head.scale.fill_(float(stats["scale"]))
+    potential = build_potential(architecture, name=name, dtype=dtype)
+    if m.energy_head:
+        head = potential.heads["energy"]
+        head.e0s.copy_(torch.as_tensor(stats["e0s"], dtype=head.e0s.dtype))
+        head.scale.fill_(float(stats["scale"]))
     return potential
 
 
@@ -153,7 +170,7 @@ def train(config: TrainConfig, *, resume: bool = False, init: str | None = None,
             "validation": "seeded split" if not config.data.valid else [dataclasses.asdict(f) for f in config.data.valid],
             "n_train": len(train_set),
             "n_valid": len(valid_set),
-            "e0s_method": stats["e0_method"],
+            "e0s_method": stats.get("e0_method"),
             "config": config.to_dict(),
             "init": init,
             "epoch": trainer.epoch,

@@ -41,3 +41,16 @@ def force_rms(structures: Sequence[Structure]) -> float:
         return 1.0
     values = np.concatenate(forces)
     return float(np.sqrt(np.mean(values**2))) or 1.0
+
+
+def tensor_scale(structures: Sequence[Structure], key: str) -> float:
+    """Root-mean-square component of a crystal-tensor label over the data (its unit: GPa,
+    C/m², or unitless; the dielectric tensor's vacuum part ``δ_ij`` removed): the output
+    scale of that tensor head and of its loss."""
+    values = [np.asarray(s.labels[key], dtype=np.float64) for s in structures if key in s.labels]
+    if not values:
+        return 1.0
+    stacked = np.stack(values)
+    if key == "dielectric_tensor":
+        stacked = stacked - np.eye(3)
+    return float(np.sqrt(np.mean(stacked**2))) or 1.0

@@ -31,9 +31,9 @@ from atomistic.data.graph import AtomicGraph
 from atomistic.nn.geometry import edge_vectors
 from atomistic.nn.radial import RadialEmbedding
 
-DIELECTRIC = "dielectric_tensor"
-PIEZOELECTRIC = "piezoelectric_tensor"
-ELASTIC = "elastic_tensor"
+DIELECTRIC = keys.DIELECTRIC_TENSOR
+PIEZOELECTRIC = keys.PIEZOELECTRIC_TENSOR
+ELASTIC = keys.ELASTIC_TENSOR
 
 
 def mean_per_system(per_atom: torch.Tensor, graph: AtomicGraph) -> torch.Tensor:
@@ -132,8 +132,8 @@ class DielectricHead(_TensorHead):
     order = 2
     output_key = DIELECTRIC
 
-    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32):
-        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=1 + 3 * channels)
+    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32, scale: float = 1.0):
+        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=1 + 3 * channels, scale=scale)
 
     def forward(self, graph, outputs):
         coeff, (v, s) = self._inputs(graph, outputs)
@@ -152,8 +152,8 @@ class PiezoelectricHead(_TensorHead):
     order = 3
     output_key = PIEZOELECTRIC
 
-    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32):
-        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=6 * channels)
+    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32, scale: float = 1.0):
+        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=6 * channels, scale=scale)
 
     def forward(self, graph, outputs):
         coeff, (v, _, m3) = self._inputs(graph, outputs)
@@ -249,7 +249,7 @@ class SphericalTensorHead(torch.nn.Module):
         moments = moments.reshape(n_atoms, -1).index_select(1, self.moment_index)  # mul_ir layout
         scalars = outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
         irreps = self.pair_product(moments, moments) + self.scalar_product(moments, scalars)
-        tensor = self.cartesian.to_cartesian(mean_per_system(irreps, graph))
-        if self.output_key == DIELECTRIC:
+        tensor = self.scale * self.cartesian.to_cartesian(mean_per_system(irreps, graph))
+        if self.output_key == DIELECTRIC:  # the vacuum baseline, as in the Cartesian head
             tensor = tensor + torch.eye(3, dtype=tensor.dtype, device=tensor.device)
-        return {self.output_key: self.scale * tensor if self.output_key != DIELECTRIC else tensor}
+        return {self.output_key: tensor}
