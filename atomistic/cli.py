@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from atomistic import keys
-from atomistic.voigt import with_voigt_forms
+from atomistic.voigt import tensor_file_values, with_voigt_forms
 
 app = typer.Typer(help="atomistic: equivariant machine-learning force fields.", no_args_is_help=True, add_completion=False)
 console = Console(width=max(Console().width, 120))
@@ -132,11 +132,7 @@ def _write_results(output: Path, structures, results, records) -> None:
         if "stress" in r:
             values["stress"] = full_3x3_to_voigt_6_stress(r["stress"])
         atoms.calc = SinglePointCalculator(atoms, **values)
-        # crystal tensors in the reader's convention (atomistic.voigt.tensor_label): Voigt forms, flattened
-        voigt = with_voigt_forms(r)
-        for key in keys.TENSOR_KEYS:
-            if key in r:
-                atoms.info[key] = np.asarray(voigt.get(f"{key}_voigt", r[key])).reshape(-1)
+        atoms.info.update(tensor_file_values(r))  # crystal tensors as the extxyz reader reads them back
         frames.append(atoms)
     write(output, frames, format="extxyz")
 

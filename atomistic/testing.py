@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from ase import Atoms
+from ase.neighborlist import neighbor_list
 
 from atomistic import keys
 
@@ -230,3 +231,40 @@ def assert_potential_physics(potential, atoms: Atoms, seed: int = 0, reflection:
     )
     if getattr(potential.heads["energy"], "isolated_atom_is_reference", True):
         _assert_within(check_isolated_atoms(potential), {"energy": tol["energy"] * 10}, "isolated atom == E0")
+
+
+# --- a known order-3 target: the learnability check of the piezoelectric head ---------------
+
+PIEZO_CHARGE = {13: 1.0, 29: -0.7, 79: 0.4}  # centre factor
+PIEZO_WEIGHT = {13: 1.0, 29: 2.0, 79: 0.5}  # neighbour factor
+
+
+def analytic_piezo(atoms: Atoms, cutoff: float = 4.0) -> np.ndarray:
+    """A polar order-3 tensor, symmetric in its last two indices, that depends on species and
+    geometry: mean over atoms a of q(Z_a) Σ_b w(Z_b) φ(r_ab) [u_i u_j u_k + ½ u_i δ_jk]."""
+    i, j, d, r = neighbor_list("ijdD", atoms, cutoff)
+    u = r / d[:, None]
+    phi = np.exp(-((d / 2.0) ** 2)) * (1 - d / cutoff) ** 2
+    z = atoms.numbers
+    weight = np.array([PIEZO_CHARGE[z[a]] * PIEZO_WEIGHT[z[b]] for a, b in zip(i, j, strict=True)]) * phi
+    tensor = np.einsum("e,ei,ej,ek->ijk", weight, u, u, u) + 0.5 * np.einsum("e,ei,jk->ijk", weight, u, np.eye(3))
+    return tensor / len(atoms)
+
+
+def analytic_piezo_frames(n: int, seed: int) -> list[Atoms]:
+    """``n`` random Al/Cu/Au cells labelled with :func:`analytic_piezo` in ``info``: fcc
+    conventional cells (4 atoms) or their 2×1×1 supercells, random species on every site,
+    a random ±4 % strain and 0.25 Å rattle, so inversion symmetry is broken."""
+    from ase.build import bulk
+
+    rng = np.random.default_rng(seed)
+    frames = []
+    for _ in range(n):
+        atoms = bulk("Cu", "fcc", a=float(rng.uniform(3.8, 4.3)), cubic=True).repeat((1 + int(rng.integers(2)), 1, 1))
+        atoms.numbers = rng.choice([13, 29, 79], size=len(atoms))
+        strain = np.eye(3) + rng.normal(scale=0.04, size=(3, 3))
+        atoms.set_cell(atoms.cell.array @ strain.T, scale_atoms=True)
+        atoms.positions += rng.normal(scale=0.25, size=atoms.positions.shape)
+        atoms.info["piezoelectric_tensor"] = analytic_piezo(atoms).reshape(-1)
+        frames.append(atoms)
+    return frames

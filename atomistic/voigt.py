@@ -98,3 +98,16 @@ def with_voigt_forms(result: dict) -> dict:
     if "piezoelectric_tensor" in out:
         out["piezoelectric_tensor_voigt"] = piezo_to_voigt_vasp(out["piezoelectric_tensor"])
     return out
+
+
+def tensor_file_values(result: dict) -> dict[str, np.ndarray]:
+    """The crystal tensors of a result dict in the file convention that :func:`tensor_label`
+    reads back (elastic: 36 Voigt values; piezoelectric: 18; dielectric: 9), flattened."""
+    out = {}
+    if "elastic_tensor" in result:
+        out["elastic_tensor"] = elastic_to_voigt_mp(np.asarray(result["elastic_tensor"])).reshape(-1)
+    if "piezoelectric_tensor" in result:
+        out["piezoelectric_tensor"] = piezo_to_voigt_vasp(np.asarray(result["piezoelectric_tensor"])).reshape(-1)
+    if "dielectric_tensor" in result:
+        out["dielectric_tensor"] = np.asarray(result["dielectric_tensor"]).reshape(-1)
+    return out

@@ -1,27 +1,28 @@
 """Generate the EMT alloy elastic-tensor dataset ``data/tensors/elastic_emt.extxyz``.
 
-Substitutional alloys of Al, Cu, Ag, Au, Ni, Pd, Pt (ASE's EMT potential) on five families
-of cells: pure fcc, L1₂ (A₃B), L1₀ (AB), bcc-like (B2 and random bcc supercells) and random
-low-symmetry fcc supercells (random occupation, random cell shear before relaxing).  Each
-structure is relaxed (cell and ions; high-symmetry prototypes keep their shape), then
-strained by ±0.5 % along each of the six independent strain components with ions
-relaxed at fixed cell; pymatgen's ``ElasticTensor.from_independent_strains`` fits the
-relaxed-ion stiffness from the stress–strain data.
+Substitutional alloys of Al, Cu, Ag, Au, Ni, Pd, Pt (ASE's EMT potential): every ordered
+prototype once (pure fcc, L1₂ A₃B, L1₀ AB, B2 AB: 91 cells), then seeded random cells —
+random occupations of fcc (4 or 8 atoms) and bcc (4 atoms) cells with a random cell shear and
+rattle (low symmetry).  Each structure is relaxed (cubic prototypes keep their shape; all
+others relax cell and ions), then strained by ±0.5 % along each of the six independent strain
+components with ions relaxed at fixed cell; pymatgen's
+``ElasticTensor.from_independent_strains`` fits the relaxed-ion stiffness, which is then
+Voigt-symmetrised.  Mechanically unstable cells (stiffness not positive definite) are dropped.
 
 Output: one extxyz frame per structure with ``elastic_tensor`` in ``info`` as the 6×6 Voigt
 matrix in Materials Project order (xx, yy, zz, yz, xz, xy), GPa, flattened row-major; plus
-``family``, ``bulk_modulus_vrh`` and ``shear_modulus_vrh`` (GPa).  Unstable cells (a
-non-positive-definite tensor, e.g. some bcc phases that EMT does not hold) are kept: they are
-real EMT responses, and flagged with ``stable=False``.
+``index``, ``family``, ``bulk_modulus_vrh`` and ``shear_modulus_vrh`` (GPa).
 
-    python scripts/make_emt_elastic.py --n 2400 --seed 0 -o data/tensors/elastic_emt.extxyz
+    python scripts/make_emt_elastic.py --n 2600 --seed 0 --workers 2
 
-Deterministic for a given seed.  Resumable: frames already in the output are skipped.
+Deterministic for a given seed and n (any number of workers).  Resumable per worker shard.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import multiprocessing
 import time
 from pathlib import Path
 
@@ -49,55 +50,46 @@ def mean_lattice(symbols) -> float:
     return float(np.mean([FCC_A[s] for s in symbols]))
 
 
-def pure_fcc(rng) -> tuple[Atoms, str, bool]:
-    element = METALS[rng.integers(len(METALS))]
-    return bulk(element, "fcc", a=FCC_A[element], cubic=bool(rng.integers(2))), "fcc", True
+def prototypes() -> list[tuple[Atoms, str, bool]]:
+    """Every ordered prototype once: pure fcc (7), L1₂ A₃B (42), L1₀ AB (21), B2 AB (21).
+    (atoms, family, keep_shape): cubic prototypes relax only their volume."""
+    fcc_sites = [(0, 0, 0), (0.5, 0.5, 0), (0.5, 0, 0.5), (0, 0.5, 0.5)]
+    out = []
+    for element in METALS:
+        out.append((bulk(element, "fcc", a=FCC_A[element]), "fcc", True))
+    for a, b in itertools.permutations(METALS, 2):
+        symbols = [b, a, a, a]
+        out.append((Atoms(symbols, scaled_positions=fcc_sites, cell=[mean_lattice(symbols)] * 3, pbc=True), "L12", True))
+    for a, b in itertools.combinations(METALS, 2):
+        symbols = [a, a, b, b]  # tetragonal: c/a relaxes
+        out.append((Atoms(symbols, scaled_positions=fcc_sites, cell=[mean_lattice(symbols)] * 3, pbc=True), "L10", False))
+        lattice = mean_lattice([a, b]) / 2 ** (1 / 3)
+        out.append((Atoms([a, b], scaled_positions=[(0, 0, 0), (0.5, 0.5, 0.5)], cell=[lattice] * 3, pbc=True), "B2", True))
+    return out
 
 
-def l12(rng) -> tuple[Atoms, str, bool]:
-    a, b = rng.choice(len(METALS), size=2, replace=False)
-    symbols = [METALS[b], METALS[a], METALS[a], METALS[a]]
-    lattice = mean_lattice(symbols)
-    atoms = Atoms(symbols, scaled_positions=[(0, 0, 0), (0.5, 0.5, 0), (0.5, 0, 0.5), (0, 0.5, 0.5)], cell=[lattice] * 3, pbc=True)
-    return atoms, "L12", True
-
-
-def l10(rng) -> tuple[Atoms, str, bool]:
-    a, b = rng.choice(len(METALS), size=2, replace=False)
-    symbols = [METALS[a], METALS[a], METALS[b], METALS[b]]
-    lattice = mean_lattice(symbols)
-    atoms = Atoms(symbols, scaled_positions=[(0, 0, 0), (0.5, 0.5, 0), (0.5, 0, 0.5), (0, 0.5, 0.5)], cell=[lattice] * 3, pbc=True)
-    return atoms, "L10", False  # tetragonal: the c/a ratio relaxes
-
-
-def bcc_like(rng) -> tuple[Atoms, str, bool]:
-    if rng.random() < 0.5:  # B2 (CsCl)
-        a, b = rng.choice(len(METALS), size=2, replace=False)
-        symbols = [METALS[a], METALS[b]]
-        lattice = mean_lattice(symbols) / 2 ** (1 / 3)
-        return Atoms(symbols, scaled_positions=[(0, 0, 0), (0.5, 0.5, 0.5)], cell=[lattice] * 3, pbc=True), "B2", True
-    elements = rng.choice(len(METALS), size=rng.integers(1, 4), replace=False)
-    base = bulk("Cu", "bcc", a=1.0, cubic=True).repeat((2, 1, 1))
-    symbols = [METALS[elements[rng.integers(len(elements))]] for _ in range(len(base))]
-    lattice = mean_lattice(symbols) / 2 ** (1 / 3)
-    atoms = Atoms(symbols, scaled_positions=base.get_scaled_positions(), cell=np.diag([2 * lattice, lattice, lattice]), pbc=True)
-    return atoms, "bcc-random", True
-
-
-def random_fcc(rng) -> tuple[Atoms, str, bool]:
+def random_cell(rng) -> tuple[Atoms, str, bool]:
+    """A random substitutional cell: fcc (4 or 8 atoms, two thirds of draws) or bcc (4 atoms),
+    2–3 elements, a random ±3 % cell shear and 0.05 Å rattle; relaxed in full (cell and ions)."""
+    if rng.random() < 2 / 3:
+        base, family, per_volume = bulk("Cu", "fcc", a=1.0, cubic=True).repeat([(1, 1, 1), (2, 1, 1), (1, 2, 1)][rng.integers(3)]), "random-fcc", 1.0
+    else:
+        base, family, per_volume = bulk("Cu", "bcc", a=1.0, cubic=True).repeat((2, 1, 1)), "random-bcc", 2 ** (-1 / 3)
     elements = rng.choice(len(METALS), size=rng.integers(2, 4), replace=False)
-    repeat = [(1, 1, 1), (2, 1, 1), (1, 2, 1)][rng.integers(3)]
-    base = bulk("Cu", "fcc", a=1.0, cubic=True).repeat(repeat)
     symbols = [METALS[elements[rng.integers(len(elements))]] for _ in range(len(base))]
-    lattice = mean_lattice(symbols)
-    cell = np.asarray(base.cell) * lattice
+    cell = np.asarray(base.cell) * mean_lattice(symbols) * per_volume
     shear = np.eye(3) + rng.normal(scale=0.03, size=(3, 3))
     atoms = Atoms(symbols, scaled_positions=base.get_scaled_positions(), cell=cell @ shear.T, pbc=True)
     atoms.rattle(0.05, seed=int(rng.integers(2**31)))
-    return atoms, "random-fcc", False
+    return atoms, family, False
 
 
-FAMILIES = ((pure_fcc, 0.05), (l12, 0.25), (l10, 0.15), (bcc_like, 0.15), (random_fcc, 0.40))
+def structure(index: int, seed: int) -> tuple[Atoms, str, bool]:
+    """Structure ``index`` of the dataset: the prototypes first, then seeded random cells."""
+    fixed = prototypes()
+    if index < len(fixed):
+        return fixed[index]
+    return random_cell(np.random.default_rng([seed, index]))
 
 
 def relax(atoms: Atoms, keep_shape: bool, fmax: float = 2e-4, steps: int = 400) -> Atoms:
@@ -130,37 +122,59 @@ def elastic_tensor(atoms: Atoms) -> ElasticTensor:
     return fitted.voigt_symmetrized  # the fit's C_IJ - C_JI is noise (ionic relaxation, ~0.01 GPa)
 
 
+def compute(index: int, seed: int) -> Atoms | None:
+    """Relaxed structure ``index`` with its elastic tensor in ``info``; None when EMT finds it
+    mechanically unstable (a stiffness that is not positive definite: no elastic tensor of a
+    phase that exists)."""
+    atoms, family, keep_shape = structure(index, seed)
+    atoms = relax(atoms, keep_shape)
+    voigt = np.asarray(elastic_tensor(atoms).voigt)
+    if not np.all(np.linalg.eigvalsh(voigt) > 0):
+        return None
+    tensor = ElasticTensor.from_voigt(voigt)
+    frame = Atoms(atoms.numbers, positions=atoms.positions, cell=atoms.cell, pbc=True)
+    frame.info.update(
+        index=index, family=family, elastic_tensor=voigt.reshape(-1),
+        bulk_modulus_vrh=float(tensor.k_vrh), shear_modulus_vrh=float(tensor.g_vrh),
+    )
+    return frame
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=2400)
+    parser.add_argument("--n", type=int, default=2600, help="structures computed (prototypes first); unstable ones are dropped")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2, help="processes (indices are dealt round-robin)")
     parser.add_argument("-o", "--output", default="data/tensors/elastic_emt.extxyz")
     args = parser.parse_args()
     output = Path(args.output)
-    done = len(read(output, ":")) if output.exists() and output.stat().st_size else 0
-    rng = np.random.default_rng(args.seed)
-    weights = np.array([w for _, w in FAMILIES])
+    shards = [output.with_name(f"{output.name}.part{w}") for w in range(args.workers)]
     started = time.time()
-    for k in range(args.n):
-        family = FAMILIES[rng.choice(len(FAMILIES), p=weights / weights.sum())][0]
-        atoms, name, keep_shape = family(np.random.default_rng([args.seed, k]))
-        if k < done:
+    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+        pool.starmap(run_shard, [(w, args.workers, args.n, args.seed, str(shards[w])) for w in range(args.workers)])
+    frames = sorted(
+        (f for shard in shards if shard.exists() for f in read(shard, ":", format="extxyz") if f.info["index"] < args.n),
+        key=lambda f: f.info["index"],
+    )
+    write(output, frames, format="extxyz")
+    for shard in shards:
+        shard.unlink()
+    print(f"{len(frames)} stable of {args.n} structures in {output} ({time.time() - started:.0f} s)")
+
+
+def run_shard(worker: int, workers: int, n: int, seed: int, path: str) -> None:
+    """Compute indices ``worker, worker + workers, …`` into ``path``, resuming after the last
+    index already there."""
+    done = {f.info["index"] for f in read(path, ":", format="extxyz")} if Path(path).exists() and Path(path).stat().st_size else set()
+    last = max(done, default=-1)
+    for index in range(worker, n, workers):
+        if index <= last:
             continue
-        atoms = relax(atoms, keep_shape)
-        tensor = elastic_tensor(atoms)
-        voigt = np.asarray(tensor.voigt)
-        frame = Atoms(atoms.numbers, positions=atoms.positions, cell=atoms.cell, pbc=True)
-        frame.info.update(
-            family=name,
-            elastic_tensor=voigt.reshape(-1),
-            bulk_modulus_vrh=float(tensor.k_vrh),
-            shear_modulus_vrh=float(tensor.g_vrh),
-            stable=bool(np.all(np.linalg.eigvalsh(0.5 * (voigt + voigt.T)) > 0)),
-        )
-        write(output, frame, format="extxyz", append=True)
-        if (k + 1) % 50 == 0:
-            rate = (time.time() - started) / (k + 1 - done)
-            print(f"{k + 1}/{args.n} structures, {rate:.2f} s each, ETA {(args.n - k - 1) * rate / 60:.0f} min", flush=True)
+        frame = compute(index, seed)
+        if frame is not None:
+            write(path, frame, format="extxyz", append=True)
+        if worker == 0 and index % 100 < workers:
+            print(f"{index + 1}/{n}", flush=True)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from atomistic import keys
 from atomistic.data.convert import Structure
 from atomistic.data.graph import build_graph, split_results
 from atomistic.models.potential import select_properties
+from atomistic.voigt import with_voigt_forms
 
 
 class QueueFull(Exception):
@@ -193,6 +194,6 @@ class MicroBatcher:
         outputs = potential(graph, compute_forces=keys.FORCES in wanted, compute_stress=keys.STRESS in wanted)
         results = []
         for item, per_system in zip(batch, split_results(outputs, graph), strict=True):
-            selected = select_properties(per_system, tuple(item.properties))
+            selected = with_voigt_forms(select_properties(per_system, tuple(item.properties)))
             results.append({k: v if isinstance(v, float) else v.tolist() for k, v in selected.items()})
         return results

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Property = Literal["energy", "forces", "stress", "energies"]
+Property = Literal["energy", "forces", "stress", "energies", "dielectric_tensor", "piezoelectric_tensor", "elastic_tensor"]
 
 
 class StructureIn(BaseModel):
@@ -25,9 +25,13 @@ class PredictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field("default", description="Name of a loaded model (see GET /v1/models).")
-    properties: list[Property] = Field(
-        default_factory=lambda: ["energy", "forces"],
-        description="energy (eV), forces (eV/Å), stress (eV/Å³, 3x3, ASE sign), energies (per-atom, eV).",
+    properties: list[Property] | None = Field(
+        None,
+        description=(
+            "Default: energy and forces (a model with an energy head) or the model's tensors. energy (eV), forces (eV/Å), stress (eV/Å³, 3x3, ASE sign), energies (per-atom, eV); from a model with "
+            "crystal-tensor heads (see GET /v1/models): dielectric_tensor (3x3, unitless), piezoelectric_tensor "
+            "(3x3x3 and Voigt 3x6, C/m²), elastic_tensor (3x3x3x3 and Voigt 6x6, GPa)."
+        ),
     )
     structures: list[StructureIn] = Field(default_factory=list, description="Structures as JSON.")
     text: str | None = Field(None, description="Structures as file text (may hold many), read with `format`.")
@@ -40,6 +44,11 @@ class StructureResult(BaseModel):
     energies: list[float] | None = Field(None, description="Per-atom energies, eV.")
     forces: list[list[float]] | None = Field(None, description="Forces, eV/Å, shape [n_atoms, 3].")
     stress: list[list[float]] | None = Field(None, description="Stress, eV/Å³, 3x3, ASE sign (tensile positive); absent without a cell volume.")
+    dielectric_tensor: list[list[float]] | None = Field(None, description="Dielectric tensor ε_ij, unitless, 3x3, symmetric.")
+    piezoelectric_tensor: list[list[list[float]]] | None = Field(None, description="Piezoelectric stress tensor e_ijk, C/m², 3x3x3, e_ijk = e_ikj.")
+    piezoelectric_tensor_voigt: list[list[float]] | None = Field(None, description="e_iJ, C/m², 3x6, Voigt order xx, yy, zz, xy, yz, zx (JARVIS/VASP).")
+    elastic_tensor: list[list[list[list[float]]]] | None = Field(None, description="Stiffness C_ijkl, GPa, 3x3x3x3 with minor and major symmetry.")
+    elastic_tensor_voigt: list[list[float]] | None = Field(None, description="C_IJ, GPa, 6x6, Voigt order xx, yy, zz, yz, xz, xy (Materials Project).")
 
 
 class PredictResponse(BaseModel):

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from atomistic import keys
 from atomistic.scoring import count_inputs, iter_inputs
+from atomistic.voigt import tensor_file_values
 from server.dependencies import get_state, require_api_key
 from server.jobs import CANCELLED, FINISHED, QUEUED, RUNNING, Job, owner_of
 from server.schemas import ErrorResponse, JobStatus
@@ -68,7 +69,7 @@ def _owned(state: ServerState, job_id: str, api_key: str | None) -> Job:
 async def submit_job(
     request: Request,
     model: str = Query("default", description="Name of a loaded model."),
-    properties: str = Query("energy,forces", description="Comma-separated: energy (eV), forces (eV/Å), stress (eV/Å³), energies (eV)."),
+    properties: str = Query("energy,forces", description="Comma-separated: energy (eV), forces (eV/Å), stress (eV/Å³), energies (eV), or a tensor model's dielectric_tensor, piezoelectric_tensor, elastic_tensor."),
     format: Literal["extxyz", "jsonl"] | None = Query(None, description="Input format; default from Content-Type (application/x-ndjson: jsonl, chemical/x-extxyz: extxyz)."),
     idempotency_key: str | None = Header(None, description="Resubmitting with the same key returns the same job."),
     api_key: str | None = Depends(require_api_key),
@@ -82,6 +83,9 @@ async def submit_job(
     unknown = [p for p in wanted if p not in keys.PROPERTIES]
     if unknown or not wanted:
         raise HTTPException(422, detail=f"query 'properties': unknown {unknown}; choose from {list(keys.PROPERTIES)}")
+    missing = [p for p in wanted if p not in state.potentials[model].properties]
+    if missing:
+        raise HTTPException(422, detail=f"query 'properties': model '{model}' does not provide {missing}; it provides {list(state.potentials[model].properties)}")
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     input_format = format or _CONTENT_TYPES.get(content_type)
     if input_format is None:
@@ -195,6 +199,7 @@ def _as_extxyz(lines, input_path: Path, input_format: str):
         if "stress" in record:
             values["stress"] = full_3x3_to_voigt_6_stress(np.asarray(record["stress"]))
         atoms.calc = SinglePointCalculator(atoms, **values)
+        atoms.info.update(tensor_file_values(record))  # crystal tensors as atomistic's extxyz reader reads them
         atoms.info["index"] = index
         buffer = io.StringIO()
         ase.io.write(buffer, atoms, format="extxyz")

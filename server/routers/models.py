@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from atomistic import keys
 from server.dependencies import get_state, require_api_key
 from server.schemas import ModelInfo
 from server.state import ServerState
@@ -22,7 +21,7 @@ def list_models(state: ServerState = Depends(get_state)) -> list[ModelInfo]:
                 version=f"checkpoint format 1, atomistic {__version__}",
                 species=list(potential.atomic_numbers),
                 cutoff=potential.cutoff,
-                properties=[keys.ENERGY, keys.FORCES, keys.STRESS, keys.ATOMIC_ENERGIES],
+                properties=list(potential.properties),
                 dtype=str(potential.dtype).replace("torch.", ""),
                 device=str(potential.device),
                 backend=potential.metadata.backend,

@@ -71,9 +71,16 @@ async def predict(body: PredictRequest, request: Request, state: ServerState = D
     if body.model not in state.batchers:
         raise HTTPException(404, detail=f"field 'model': '{body.model}' is not loaded; loaded: {sorted(state.batchers)}")
     batcher = state.batchers[body.model]
+    potential = batcher.potential
+    wanted = body.properties or (["energy", "forces"] if potential.has_energy else list(potential.properties))
+    missing = sorted(set(wanted) - set(potential.properties))
+    if missing:
+        raise HTTPException(
+            422, detail=f"field 'properties': model '{body.model}' does not provide {missing}; it provides {list(batcher.potential.properties)}"
+        )
     structures = _structures(body, state, batcher.potential.atomic_numbers)
     try:
-        futures = batcher.submit(structures, set(body.properties))
+        futures = batcher.submit(structures, set(wanted))
     except QueueFull as err:
         raise HTTPException(503, detail=str(err), headers={"Retry-After": "1"}) from None
     all_done = asyncio.gather(*futures, return_exceptions=True)

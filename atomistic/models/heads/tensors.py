@@ -3,8 +3,9 @@
 outputs assembled from Cartesian bases with the exact index symmetries of each target.
 
 For every atom ``i`` and radial channel ``c``, the local environment is summarised by the
-Cartesian moments of its neighbour directions ``u = r̂_ij`` under learned radial weights
-``R_c(r_ij)`` (a radial MLP on a Bessel basis with a smooth envelope):
+Cartesian moments of its neighbour directions ``u = r̂_ij`` under learned edge weights
+``R_c(r_ij) = ρ_c(r_ij) g_c(h_j)``: a radial MLP on a Bessel basis with a smooth envelope,
+times a gate from the neighbour's invariant features (so the moments know what the neighbours are):
 
     v_i^c = Σ_j R_c u,     S_i^c = Σ_j R_c u⊗u,     M3_i^c = Σ_j R_c u⊗u⊗u,     M4_i^c = Σ_j R_c u⊗u⊗u⊗u
 
@@ -66,10 +67,11 @@ def symmetrize_elastic(tensor: torch.Tensor) -> torch.Tensor:
 class CartesianEnvironment(torch.nn.Module):
     """Per-atom Cartesian moments of the neighbour directions up to ``order``.
 
-    Forward: ``graph`` → list ``[v [n, C, 3], S [n, C, 3, 3], M3 [n, C, 3, 3, 3], M4 [n, C, 3, 3, 3, 3]][:order]``.
+    Forward: ``graph``, optional neighbour scalars ``[n_atoms, F]`` → list ``[v [n, C, 3],
+    S [n, C, 3, 3], M3 [n, C, 3, 3, 3], M4 [n, C, 3, 3, 3, 3]][:order]``.
     """
 
-    def __init__(self, cutoff: float, channels: int, order: int, num_bessel: int = 8, hidden: int = 32):
+    def __init__(self, cutoff: float, channels: int, order: int, num_bessel: int = 8, hidden: int = 32, num_scalars: int = 0):
         super().__init__()
         self.order = order
         self.channels = channels
@@ -77,12 +79,15 @@ class CartesianEnvironment(torch.nn.Module):
         self.radial_mlp = torch.nn.Sequential(
             torch.nn.Linear(num_bessel, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, channels)
         )
+        self.neighbour_gate = torch.nn.Linear(num_scalars, channels) if num_scalars else None
 
-    def forward(self, graph: AtomicGraph) -> list[torch.Tensor]:
+    def forward(self, graph: AtomicGraph, node_scalars: torch.Tensor | None = None) -> list[torch.Tensor]:
         vectors = edge_vectors(graph)
         lengths = torch.linalg.vector_norm(vectors, dim=-1)
         u = vectors / lengths.clamp_min(1e-9).unsqueeze(-1)  # [E, 3]
         weights = self.radial_mlp(self.radial(lengths))  # [E, C]; the envelope makes R_c(r_cut) = 0
+        if self.neighbour_gate is not None and node_scalars is not None:
+            weights = weights * self.neighbour_gate(node_scalars).index_select(0, graph[keys.EDGE_INDEX][1])
         centre = graph[keys.EDGE_INDEX][0]
         n_atoms = graph[keys.POSITIONS].shape[0]
         moments, outer = [], u
@@ -110,7 +115,7 @@ class _TensorHead(torch.nn.Module):
             raise ValueError(f"tensor heads need scalar (0e) node features, got {self.irreps_in}")
         self.register_buffer("scalar_index", torch.cat([torch.arange(sl.start, sl.stop) for sl in scalar_slices]), persistent=False)
         self.channels = channels
-        self.environment = CartesianEnvironment(cutoff, channels, self.order)
+        self.environment = CartesianEnvironment(cutoff, channels, self.order, num_scalars=int(self.scalar_index.numel()))
         self.coefficients = torch.nn.Sequential(
             torch.nn.Linear(int(self.scalar_index.numel()), hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, num_terms)
         )
@@ -118,7 +123,7 @@ class _TensorHead(torch.nn.Module):
 
     def _inputs(self, graph, outputs):
         scalars = outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
-        return self.coefficients(scalars), self.environment(graph)
+        return self.coefficients(scalars), self.environment(graph, scalars)
 
     def _mix(self, moments: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Channel mixing: ``Σ_c w[n, c] · moments[n, c, ...]``."""
@@ -228,6 +233,7 @@ class SphericalTensorHead(torch.nn.Module):
         self.channels = channels
         self.radial = RadialEmbedding(cutoff, 8, 6)
         self.radial_mlp = torch.nn.Sequential(torch.nn.Linear(8, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, channels))
+        self.neighbour_gate = torch.nn.Linear(int(self.scalar_index.numel()), channels)
         self.irreps_moments = o3.Irreps([(channels, ir) for _, ir in self.irreps_sh])
         index = []  # [C, D_sh] channel-major -> mul_ir layout of irreps_moments
         for (_, ir), block in zip(self.irreps_moments, self.irreps_moments.slices(), strict=True):
@@ -242,12 +248,13 @@ class SphericalTensorHead(torch.nn.Module):
     def forward(self, graph: AtomicGraph, outputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         vectors = edge_vectors(graph)
         lengths = torch.linalg.vector_norm(vectors, dim=-1)
-        weights = self.radial_mlp(self.radial(lengths))  # [E, C]
+        scalars = outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
+        # the same edge weights as the Cartesian heads: radial MLP times a neighbour gate
+        weights = self.radial_mlp(self.radial(lengths)) * self.neighbour_gate(scalars).index_select(0, graph[keys.EDGE_INDEX][1])
         per_edge = weights.unsqueeze(-1) * self.spherical_harmonics(vectors).unsqueeze(1)  # [E, C, D_sh]
         n_atoms = graph[keys.POSITIONS].shape[0]
         moments = per_edge.new_zeros((n_atoms, *per_edge.shape[1:])).index_add(0, graph[keys.EDGE_INDEX][0], per_edge)
         moments = moments.reshape(n_atoms, -1).index_select(1, self.moment_index)  # mul_ir layout
-        scalars = outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
         irreps = self.pair_product(moments, moments) + self.scalar_product(moments, scalars)
         tensor = self.scale * self.cartesian.to_cartesian(mean_per_system(irreps, graph))
         if self.output_key == DIELECTRIC:  # the vacuum baseline, as in the Cartesian head
