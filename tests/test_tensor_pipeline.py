@@ -242,3 +242,52 @@ def test_tensor_head_config_errors_name_the_field(tmp_path, model, message):
     path.write_text(f"data: {{train: [x.extxyz]}}\nmodel: {model}\n")
     with pytest.raises(ConfigError, match=message.replace(".", "\\.").replace("'", ".")):
         load_config(path)
+
+
+@pytest.mark.parametrize("name", ["elastic", "dielectric"])
+def test_shipped_tensor_models_are_exactly_equivariant_and_symmetric(name):
+    """T(Rx) = R⊗…⊗R · T(x) for a rotoreflection, float64, on the shipped checkpoints."""
+    potential = load_potential(name, dtype="float64")
+    key = potential.properties[0]
+    numbers = [z for z in (13, 29, 79, 8, 14) if z in potential.atomic_numbers][:2]
+    atoms = random_periodic_structure_like(numbers)
+    q, _ = np.linalg.qr(np.random.default_rng(5).normal(size=(3, 3)))
+    q[:, 0] *= -1 if np.linalg.det(q) > 0 else 1  # a reflection included
+    rotated = atoms.copy()
+    rotated.positions = atoms.positions @ q.T
+    rotated.cell = atoms.cell.array @ q.T
+    tensor, tensor_rotated = (potential.predict(a, properties=[key])[0][key] for a in (atoms, rotated))
+    expected = tensor
+    for axis in range(tensor.ndim):
+        expected = np.moveaxis(np.tensordot(q, expected, axes=([1], [axis])), 0, axis)
+    assert np.abs(tensor_rotated - expected).max() < 1e-10 * np.abs(tensor).max()
+    assert np.array_equal(tensor, tensor.swapaxes(-1, -2))
+
+
+def random_periodic_structure_like(numbers) -> Atoms:
+    from atomistic.testing import random_periodic_structure
+
+    return random_periodic_structure(numbers, n_atoms=5, seed=11, density=0.05, skew=0.1)
+
+
+def test_a_tensor_head_fine_tunes_on_a_pretrained_energy_encoder(tmp_path):
+    """``--init`` with ``model.tensor_heads``: the head goes onto the checkpoint's encoder
+    (new elements get fresh embeddings) and the energy head is dropped when asked."""
+    write(tmp_path / "piezo.extxyz", analytic_piezo_frames(12, 3))
+    config = tmp_path / "ft.yaml"
+    config.write_text(
+        f"""
+run_dir: {tmp_path / 'run'}
+output: {tmp_path / 'model'}
+epochs: 1
+data: {{train: [{tmp_path / 'piezo.extxyz'}], valid_fraction: 0.25}}
+model: {{energy_head: false, tensor_heads: {{piezoelectric_tensor: {{channels: 4, hidden: 8}}}}}}
+"""
+    )
+    result = runner.invoke(app, ["train", str(config), "--init", "mlearn-small"])
+    assert result.exit_code == 0, result.output
+    tuned = load_potential(str(tmp_path / "model"))
+    base = load_potential("mlearn-small")
+    assert tuned.properties == (keys.PIEZOELECTRIC_TENSOR,)
+    assert set(base.atomic_numbers) | {13, 29, 79} == set(tuned.atomic_numbers)
+    assert tuned.metadata.architecture["encoder"]["config"]["channels"] == base.metadata.architecture["encoder"]["config"]["channels"]

@@ -110,7 +110,7 @@ def build_potential(
     """
     backend = resolve_backend(backend, device, dtype)
     encoder_spec = architecture["encoder"]
-    with _default_dtype(dtype):
+    with default_dtype(dtype):
         encoder = build_encoder(encoder_spec["name"], dict(encoder_spec["config"]), backend=backend)
         heads = {}
         for head_name, head_config in architecture.get("heads", {"energy": {}}).items():
@@ -128,7 +128,7 @@ def mace_architecture(config: MACEConfig, energy_mlp_hidden: int = 16) -> dict[s
     }
 
 
-class _default_dtype:
+class default_dtype:
     def __init__(self, dtype: torch.dtype):
         self.dtype = dtype
 

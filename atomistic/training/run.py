@@ -83,6 +83,25 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
     return train, valid, stats
 
 
+def add_tensor_heads(potential, config: TrainConfig, stats: dict[str, Any]) -> None:
+    """Fine-tuning (``--init``): put the config's tensor heads that the checkpoint lacks on its
+    encoder (fresh weights, data scale from ``stats``), and drop its energy head when
+    ``model.energy_head`` is false."""
+    from atomistic.models.builders import HEADS, default_dtype
+
+    architecture = potential.metadata.architecture
+    for key, options in config.model.tensor_heads.items():
+        if key in potential.heads:
+            continue
+        options = {**options, "scale": round(float(stats["tensor_scales"][key]), 6)}
+        with default_dtype(potential.dtype):
+            potential.heads[key] = HEADS[key](potential.encoder, **options).to(potential.device)
+        architecture.setdefault("heads", {"energy": {}})[key] = options
+    if not config.model.energy_head and "energy" in potential.heads:
+        del potential.heads["energy"]
+        architecture["heads"].pop("energy", None)
+
+
 def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     from atomistic.checkpoint import load_potential
     from atomistic.models.builders import build_potential, mace_architecture
@@ -96,8 +115,11 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
         potential = load_potential(init, dtype=dtype)
         new = sorted(set(stats["species"]) - set(potential.atomic_numbers))
         if new:  # new elements start fresh, with E0s from this data
-            e0_by_number = dict(zip(stats["species"], stats["e0s"], strict=True))
+            # E0s of the new elements from this data; zeros when the energy head is dropped anyway
+            e0s = stats["e0s"] if "e0s" in stats else np.zeros(len(stats["species"]))
+            e0_by_number = dict(zip(stats["species"], e0s, strict=True))
             potential = extend_species(potential, new, {z: e0_by_number[z] for z in new})
+        add_tensor_heads(potential, config, stats)
         for p in potential.parameters():
             p.requires_grad_(True)
         potential.train()
