@@ -2,18 +2,19 @@
 
 Substitutional alloys of Al, Cu, Ag, Au, Ni, Pd, Pt (ASE's EMT potential): every ordered
 prototype once (pure fcc, L1₂ A₃B, L1₀ AB, B2 AB: 91 cells), then seeded random cells —
-random occupations of fcc (4 or 8 atoms) and bcc (4 atoms) cells with a random cell shear and
-rattle (low symmetry).  Each structure is relaxed (cubic prototypes keep their shape; all
+random occupations (at least two elements) of fcc (4 or 8 atoms) and bcc (8 atoms) cells with
+a random cell shear and rattle (low symmetry).  Each structure is relaxed (cubic prototypes keep their shape; all
 others relax cell and ions), then strained by ±0.5 % along each of the six independent strain
 components with ions relaxed at fixed cell; pymatgen's
 ``ElasticTensor.from_independent_strains`` fits the relaxed-ion stiffness, which is then
-Voigt-symmetrised.  Mechanically unstable cells (stiffness not positive definite) are dropped.
+Voigt-symmetrised.  Mechanically unstable cells (stiffness not positive definite) and
+duplicates (cells that relax to a structure already in the set, see ``fingerprint``) are dropped.
 
 Output: one extxyz frame per structure with ``elastic_tensor`` in ``info`` as the 6×6 Voigt
 matrix in Materials Project order (xx, yy, zz, yz, xz, xy), GPa, flattened row-major; plus
 ``index``, ``family``, ``bulk_modulus_vrh`` and ``shear_modulus_vrh`` (GPa).
 
-    python scripts/make_emt_elastic.py --n 2600 --seed 0 --workers 2
+    python scripts/make_emt_elastic.py --n 2400 --seed 0 --workers 2
 
 Deterministic for a given seed and n (any number of workers).  Resumable per worker shard.
 """
@@ -69,19 +70,32 @@ def prototypes() -> list[tuple[Atoms, str, bool]]:
 
 
 def random_cell(rng) -> tuple[Atoms, str, bool]:
-    """A random substitutional cell: fcc (4 or 8 atoms, two thirds of draws) or bcc (4 atoms),
-    2–3 elements, a random ±3 % cell shear and 0.05 Å rattle; relaxed in full (cell and ions)."""
-    if rng.random() < 2 / 3:
-        base, family, per_volume = bulk("Cu", "fcc", a=1.0, cubic=True).repeat([(1, 1, 1), (2, 1, 1), (1, 2, 1)][rng.integers(3)]), "random-fcc", 1.0
+    """A random substitutional cell with at least two elements: fcc 2×1×1 (8 atoms, half of
+    draws), fcc conventional (4 atoms, 15 %) or bcc 2×2×1 (8 atoms, 35 %), 2–3 elements, a
+    random ±3 % cell shear and 0.05 Å rattle; relaxed in full (cell and ions)."""
+    draw = rng.random()
+    if draw < 0.5:
+        base, family, per_volume = bulk("Cu", "fcc", a=1.0, cubic=True).repeat((2, 1, 1)), "random-fcc", 1.0
+    elif draw < 0.65:
+        base, family, per_volume = bulk("Cu", "fcc", a=1.0, cubic=True), "random-fcc", 1.0
     else:
-        base, family, per_volume = bulk("Cu", "bcc", a=1.0, cubic=True).repeat((2, 1, 1)), "random-bcc", 2 ** (-1 / 3)
+        base, family, per_volume = bulk("Cu", "bcc", a=1.0, cubic=True).repeat((2, 2, 1)), "random-bcc", 2 ** (-1 / 3)
     elements = rng.choice(len(METALS), size=rng.integers(2, 4), replace=False)
-    symbols = [METALS[elements[rng.integers(len(elements))]] for _ in range(len(base))]
+    symbols = [METALS[e] for e in elements[rng.integers(len(elements), size=len(base))]]
+    while len(set(symbols)) < 2:
+        symbols = [METALS[e] for e in elements[rng.integers(len(elements), size=len(base))]]
     cell = np.asarray(base.cell) * mean_lattice(symbols) * per_volume
     shear = np.eye(3) + rng.normal(scale=0.03, size=(3, 3))
     atoms = Atoms(symbols, scaled_positions=base.get_scaled_positions(), cell=cell @ shear.T, pbc=True)
     atoms.rattle(0.05, seed=int(rng.integers(2**31)))
     return atoms, family, False
+
+
+def fingerprint(frame: Atoms) -> tuple:
+    """Equal for the same relaxed structure reached from different cells or orientations
+    (different random occupations often relax to one ordered phase): reduced formula and the
+    rotation-invariant VRH moduli to 0.1 GPa."""
+    return frame.get_chemical_formula(empirical=True), round(frame.info["bulk_modulus_vrh"], 1), round(frame.info["shear_modulus_vrh"], 1)
 
 
 def structure(index: int, seed: int) -> tuple[Atoms, str, bool]:
@@ -142,7 +156,7 @@ def compute(index: int, seed: int) -> Atoms | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=2600, help="structures computed (prototypes first); unstable ones are dropped")
+    parser.add_argument("--n", type=int, default=2400, help="structures computed (prototypes first); unstable ones are dropped")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="processes (indices are dealt round-robin)")
     parser.add_argument("-o", "--output", default="data/tensors/elastic_emt.extxyz")
@@ -156,10 +170,15 @@ def main() -> None:
         (f for shard in shards if shard.exists() for f in read(shard, ":", format="extxyz") if f.info["index"] < args.n),
         key=lambda f: f.info["index"],
     )
+    unique: dict[tuple, Atoms] = {}
+    for frame in frames:  # the first of each duplicate set (lowest index) stays
+        unique.setdefault(fingerprint(frame), frame)
+    duplicates = len(frames) - len(unique)
+    frames = list(unique.values())
     write(output, frames, format="extxyz")
     for shard in shards:
         shard.unlink()
-    print(f"{len(frames)} stable of {args.n} structures in {output} ({time.time() - started:.0f} s)")
+    print(f"{len(frames)} stable, distinct structures of {args.n} ({duplicates} duplicates dropped) in {output} ({time.time() - started:.0f} s)")
 
 
 def run_shard(worker: int, workers: int, n: int, seed: int, path: str) -> None:

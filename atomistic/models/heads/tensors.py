@@ -131,22 +131,28 @@ class _TensorHead(torch.nn.Module):
 
 
 class DielectricHead(_TensorHead):
-    """Order 2, ``ε_ij = ε_ji`` (unitless): ``a δ + Σ_c b_c S^c + Σ_{c,c'} w v^c ⊗ v^{c'}`` (symmetrised),
-    plus the vacuum baseline 1·δ."""
+    """Order 2, ``ε_ij = ε_ji`` (unitless): ``a δ + S + v ⊗ v' + S' · S''`` with mixed
+    channels (``S = Σ_c b_c S^c``, ``v = Σ_c w_c v^c``; the last two terms are many-body),
+    symmetrised, plus the vacuum baseline 1·δ."""
 
     order = 2
     output_key = DIELECTRIC
 
     def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32, scale: float = 1.0):
-        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=1 + 3 * channels, scale=scale)
+        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=1 + 5 * channels, scale=scale)
 
     def forward(self, graph, outputs):
         coeff, (v, s) = self._inputs(graph, outputs)
-        c = self.channels
-        iso, w_s, w_a, w_b = coeff[:, :1], coeff[:, 1 : 1 + c], coeff[:, 1 + c : 1 + 2 * c], coeff[:, 1 + 2 * c :]
+        iso, w = coeff[:, :1], coeff[:, 1:].view(coeff.shape[0], 5, self.channels)
         eye = torch.eye(3, dtype=v.dtype, device=v.device)
-        mixed_a, mixed_b = self._mix(v, w_a), self._mix(v, w_b)  # two mixed polar vectors per atom
-        per_atom = iso.view(-1, 1, 1) * eye + self._mix(s, w_s) + symmetrize_pair(mixed_a.unsqueeze(-1) * mixed_b.unsqueeze(-2))
+        mixed_a, mixed_b = self._mix(v, w[:, 1]), self._mix(v, w[:, 2])  # two mixed polar vectors per atom
+        s_a, s_b = self._mix(s, w[:, 3]), self._mix(s, w[:, 4])  # two mixed symmetric tensors
+        per_atom = (
+            iso.view(-1, 1, 1) * eye
+            + self._mix(s, w[:, 0])
+            + symmetrize_pair(mixed_a.unsqueeze(-1) * mixed_b.unsqueeze(-2))
+            + symmetrize_pair(s_a @ s_b)
+        )
         return {DIELECTRIC: eye + self.scale * mean_per_system(per_atom, graph)}
 
 
