@@ -65,10 +65,17 @@ def symmetrize_elastic(tensor: torch.Tensor) -> torch.Tensor:
 
 
 class CartesianEnvironment(torch.nn.Module):
-    """Per-atom Cartesian moments of the neighbour directions up to ``order``.
+    """Per-atom Cartesian moments of the neighbour directions, mixed in channel space.
 
-    Forward: ``graph``, optional neighbour scalars ``[n_atoms, F]`` → list ``[v [n, C, 3],
-    S [n, C, 3, 3], M3 [n, C, 3, 3, 3], M4 [n, C, 3, 3, 3, 3]][:order]``.
+    Forward: ``graph``, neighbour scalars ``[n_atoms, F]`` (or None), and per order ``n`` the
+    centre atoms' mixing weights ``W_n [n_atoms, K_n, C]`` (or None: that order is not used) →
+    list of mixed moments ``[n_atoms, K_n, 3, …(n times)]``::
+
+        Σ_c W_n[i, k, c] Σ_j R_c(r_ij) u⊗…⊗u  =  Σ_j (Σ_c W_n[i, k, c] R_c(r_ij)) u⊗…⊗u
+
+    The right-hand side is what is computed: mixing the edge weights before the neighbour sum
+    never forms the ``C`` unmixed moments, so time and memory scale with ``K_n`` (the few
+    mixtures a head uses), not with ``C × 3ⁿ``.
     """
 
     def __init__(self, cutoff: float, channels: int, order: int, num_bessel: int = 8, hidden: int = 32, num_scalars: int = 0):
@@ -81,20 +88,27 @@ class CartesianEnvironment(torch.nn.Module):
         )
         self.neighbour_gate = torch.nn.Linear(num_scalars, channels) if num_scalars else None
 
-    def forward(self, graph: AtomicGraph, node_scalars: torch.Tensor | None = None) -> list[torch.Tensor]:
+    def forward(
+        self, graph: AtomicGraph, node_scalars: torch.Tensor | None, mixing: list[torch.Tensor | None]
+    ) -> list[torch.Tensor | None]:
         vectors = edge_vectors(graph)
         lengths = torch.linalg.vector_norm(vectors, dim=-1)
         u = vectors / lengths.clamp_min(1e-9).unsqueeze(-1)  # [E, 3]
         weights = self.radial_mlp(self.radial(lengths))  # [E, C]; the envelope makes R_c(r_cut) = 0
+        centre, neighbour = graph[keys.EDGE_INDEX][0], graph[keys.EDGE_INDEX][1]
         if self.neighbour_gate is not None and node_scalars is not None:
-            weights = weights * self.neighbour_gate(node_scalars).index_select(0, graph[keys.EDGE_INDEX][1])
-        centre = graph[keys.EDGE_INDEX][0]
+            weights = weights * self.neighbour_gate(node_scalars).index_select(0, neighbour)
         n_atoms = graph[keys.POSITIONS].shape[0]
-        moments, outer = [], u
+        moments: list[torch.Tensor | None] = []
+        outer = u
         for order in range(1, self.order + 1):
             if order > 1:
                 outer = outer.unsqueeze(-1) * u.view(u.shape[0], *([1] * (order - 1)), 3)
-            per_edge = weights.view(*weights.shape, *([1] * order)) * outer.unsqueeze(1)
+            if mixing[order - 1] is None:
+                moments.append(None)
+                continue
+            mixed = torch.einsum("ec,ekc->ek", weights, mixing[order - 1].index_select(0, centre))  # [E, K]
+            per_edge = mixed.view(*mixed.shape, *([1] * order)) * outer.unsqueeze(1)  # [E, K, 3, ...]
             moments.append(per_edge.new_zeros((n_atoms, *per_edge.shape[1:])).index_add(0, centre, per_edge))
         return moments
 
@@ -121,13 +135,8 @@ class _TensorHead(torch.nn.Module):
         )
         self.scale = scale
 
-    def _inputs(self, graph, outputs):
-        scalars = outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
-        return self.coefficients(scalars), self.environment(graph, scalars)
-
-    def _mix(self, moments: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        """Channel mixing: ``Σ_c w[n, c] · moments[n, c, ...]``."""
-        return torch.einsum("nc...,nc->n...", moments, weights)
+    def _scalars(self, outputs) -> torch.Tensor:
+        return outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
 
 
 class DielectricHead(_TensorHead):
@@ -142,16 +151,17 @@ class DielectricHead(_TensorHead):
         super().__init__(irreps_in, cutoff, channels, hidden, num_terms=1 + 5 * channels, scale=scale)
 
     def forward(self, graph, outputs):
-        coeff, (v, s) = self._inputs(graph, outputs)
+        scalars = self._scalars(outputs)
+        coeff = self.coefficients(scalars)
         iso, w = coeff[:, :1], coeff[:, 1:].view(coeff.shape[0], 5, self.channels)
+        # mixtures: two polar vectors (w1, w2) and three symmetric tensors (w0, w3, w4)
+        (v, s) = self.environment(graph, scalars, [w[:, 1:3], w[:, [0, 3, 4]]])
         eye = torch.eye(3, dtype=v.dtype, device=v.device)
-        mixed_a, mixed_b = self._mix(v, w[:, 1]), self._mix(v, w[:, 2])  # two mixed polar vectors per atom
-        s_a, s_b = self._mix(s, w[:, 3]), self._mix(s, w[:, 4])  # two mixed symmetric tensors
         per_atom = (
             iso.view(-1, 1, 1) * eye
-            + self._mix(s, w[:, 0])
-            + symmetrize_pair(mixed_a.unsqueeze(-1) * mixed_b.unsqueeze(-2))
-            + symmetrize_pair(s_a @ s_b)
+            + s[:, 0]
+            + symmetrize_pair(v[:, 0].unsqueeze(-1) * v[:, 1].unsqueeze(-2))
+            + symmetrize_pair(s[:, 1] @ s[:, 2])
         )
         return {DIELECTRIC: eye + self.scale * mean_per_system(per_atom, graph)}
 
@@ -167,13 +177,16 @@ class PiezoelectricHead(_TensorHead):
         super().__init__(irreps_in, cutoff, channels, hidden, num_terms=6 * channels, scale=scale)
 
     def forward(self, graph, outputs):
-        coeff, (v, _, m3) = self._inputs(graph, outputs)
+        scalars = self._scalars(outputs)
+        coeff = self.coefficients(scalars)
         w = coeff.view(coeff.shape[0], 6, self.channels)
+        # mixtures: five polar vectors (w0..w4) and one third moment (w5); S is not used
+        v, _, m3 = self.environment(graph, scalars, [w[:, 0:5], None, w[:, 5:6]])
         eye = torch.eye(3, dtype=v.dtype, device=v.device)
-        a, b, p, q, r = (self._mix(v, w[:, k]) for k in range(5))  # mixed polar vectors [n, 3]
+        a, b, p, q, r = v.unbind(1)  # mixed polar vectors [n, 3]
         term_a = torch.einsum("ni,jk->nijk", a, eye)
         term_b = 0.5 * (torch.einsum("nj,ik->nijk", b, eye) + torch.einsum("nk,ij->nijk", b, eye))
-        term_m3 = self._mix(m3, w[:, 5])
+        term_m3 = m3[:, 0]
         term_p = torch.einsum("ni,nj,nk->nijk", p, q, r)
         per_atom = symmetrize_piezo(term_a + term_b + term_m3 + term_p)
         return {PIEZOELECTRIC: self.scale * mean_per_system(per_atom, graph)}
@@ -190,21 +203,24 @@ class ElasticHead(_TensorHead):
         super().__init__(irreps_in, cutoff, channels, hidden, num_terms=2 + 4 * channels, scale=scale)
 
     def forward(self, graph, outputs):
-        coeff, (_, s, _, m4) = self._inputs(graph, outputs)
+        scalars = self._scalars(outputs)
+        coeff = self.coefficients(scalars)
         c = self.channels
         lam, mu = coeff[:, 0], coeff[:, 1]
         w = coeff[:, 2:].view(-1, 4, c)
+        # mixtures: three symmetric tensors (w0..w2) and one fourth moment (w3)
+        _, s, _, m4 = self.environment(graph, scalars, [None, w[:, 0:3], None, w[:, 3:4]])
         eye = torch.eye(3, dtype=s.dtype, device=s.device)
         dd = torch.einsum("ij,kl->ijkl", eye, eye)
         shear = torch.einsum("ik,jl->ijkl", eye, eye) + torch.einsum("il,jk->ijkl", eye, eye)
-        s1, s2, s3 = (self._mix(s, w[:, k]) for k in range(3))  # mixed symmetric tensors [n, 3, 3]
+        s1, s2, s3 = s.unbind(1)  # mixed symmetric tensors [n, 3, 3]
         per_atom = (
             lam.view(-1, 1, 1, 1, 1) * dd
             + mu.view(-1, 1, 1, 1, 1) * shear
             + torch.einsum("nij,kl->nijkl", s1, eye)
             + torch.einsum("nik,jl->nijkl", s1, eye)
             + torch.einsum("nij,nkl->nijkl", s2, s3)
-            + self._mix(m4, w[:, 3])
+            + m4[:, 0]
         )
         return {ELASTIC: self.scale * mean_per_system(symmetrize_elastic(per_atom), graph)}
 
