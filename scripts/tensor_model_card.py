@@ -98,6 +98,11 @@ relative Frobenius error is below x; VRH: Voigt-Reuss-Hill moduli by pymatgen.
 - Elements: {species}. Structures far from the training families (other elements, phases,
   pressures, defects) are outside what this model has seen.
 - No energies, forces or stress: this model only returns `{key}`.
+- Order 3 (piezoelectric): no model is shipped, because no real piezoelectric data is reachable
+  offline. The order-3 head is proven by exact tests instead (O(3) equivariance to 1e-10, the
+  `e_ijk = e_ikj` symmetry bit for bit, zero response for centrosymmetric crystals) and by
+  learning a known analytic polar tensor of the structure (`atomistic.testing.analytic_piezo`,
+  `tests/test_tensor_pipeline.py`, `scripts/bench_tensors.py`).
 """
     (directory / "MODEL_CARD.md").write_text(card)
     manifest["metrics"]["held_out"] = valid_metrics
