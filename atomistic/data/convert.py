@@ -20,7 +20,7 @@ from ase import Atoms
 from ase.data import atomic_numbers as _SYMBOL_TO_Z
 from ase.data import chemical_symbols as _Z_TO_SYMBOL
 
-from atomistic.keys import TENSOR_KEYS as TENSOR_LABELS
+from atomistic.keys import TENSOR_KEYS
 from atomistic.voigt import tensor_label
 
 MAX_ATOMIC_NUMBER = 118
@@ -187,7 +187,7 @@ def _structure_from_ase(atoms: Atoms, index: int | None) -> Structure:
     stress = results.get("stress", atoms.info.get("stress"))
     if stress is not None:
         labels["stress"] = _stress_to_matrix(np.asarray(stress, dtype=np.float64), index)
-    for key in TENSOR_LABELS:  # ASE's extxyz reader puts some (dielectric_tensor) into calculator results
+    for key in TENSOR_KEYS:  # ASE's extxyz reader puts some (dielectric_tensor) into calculator results
         value = results.get(key, atoms.info.get(key))
         if value is not None:
             try:

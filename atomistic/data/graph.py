@@ -103,7 +103,7 @@ def _labels(structures: Sequence[Structure], dtype: torch.dtype) -> AtomicGraph:
         has = torch.as_tensor([key in s.labels for s in structures], dtype=torch.bool)
         out[f"has_{key}"] = has
         out[f"ref_{key}"] = torch.nan_to_num(out[f"ref_{key}"], nan=0.0)
-    for key, shape in zip(keys.TENSOR_KEYS, ((3, 3), (3, 3, 3), (3, 3, 3, 3)), strict=True):
+    for key, shape in keys.TENSOR_SHAPES.items():
         if any(key in s.labels for s in structures):  # crystal tensors: only where a file has them
             values = [np.asarray(s.labels[key]) if key in s.labels else np.zeros(shape) for s in structures]
             out[f"ref_{key}"] = torch.as_tensor(np.stack(values), dtype=dtype)

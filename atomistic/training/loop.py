@@ -19,7 +19,7 @@ from atomistic.data.convert import Structure
 from atomistic.data.graph import build_graph
 from atomistic.models.builders import build_potential
 from atomistic.training.losses import LossWeights, weighted_loss
-from atomistic.training.metrics import tensor_metrics
+from atomistic.training.metrics import fnorm_key, tensor_metrics
 from atomistic.units import EV_PER_ANG3_TO_GPA
 
 
@@ -87,13 +87,12 @@ class Trainer:
         """One graph per structure, built once (neighbour lists are the slow part); the
         structure's loss weight (``info["loss_weight"]``, default 1) rides along."""
         graphs = []
-        shapes = {keys.DIELECTRIC_TENSOR: (1, 3, 3), keys.PIEZOELECTRIC_TENSOR: (1, 3, 3, 3), keys.ELASTIC_TENSOR: (1, 3, 3, 3, 3)}
         for s in structures:
             graph = build_graph([s], self.potential.cutoff, self.potential.species, dtype=self.dtype, with_labels=True)
             graph["loss_weight"] = torch.tensor([float(s.info.get("loss_weight", 1.0))], dtype=self.dtype)
             for key in self.tensor_scales:  # the same keys in every graph, so batches collate
                 if f"ref_{key}" not in graph:
-                    graph[f"ref_{key}"] = torch.zeros(shapes[key], dtype=self.dtype)
+                    graph[f"ref_{key}"] = torch.zeros((1, *keys.TENSOR_SHAPES[key]), dtype=self.dtype)
                     graph[f"has_{key}"] = torch.zeros(1, dtype=torch.bool)
             graphs.append(graph)
         return graphs
@@ -193,9 +192,9 @@ class Trainer:
             predicted = torch.cat([p for p, _ in pairs]).cpu().numpy()
             reference = torch.cat([r for _, r in pairs]).cpu().numpy()
             metrics.update(tensor_metrics(key, predicted, reference))
-            if len(reference):  # relative Frobenius error: the selection score of a tensor head
-                error = np.sqrt(((predicted - reference) ** 2).reshape(len(reference), -1).sum(1)).mean()
-                metrics[f"{key}_relative_error"] = float(error / np.sqrt((reference**2).reshape(len(reference), -1).sum(1)).mean())
+            if len(reference):  # Fnorm over the mean reference norm: the selection score of a tensor head
+                reference_norm = np.sqrt((reference**2).reshape(len(reference), -1).sum(1)).mean()
+                metrics[f"{key}_relative_error"] = float(metrics[fnorm_key(key)] / reference_norm)
         metrics["n_structures"] = len(graphs)
         return metrics
 

@@ -17,6 +17,11 @@ TENSOR_UNITS = {keys.DIELECTRIC_TENSOR: "", keys.PIEZOELECTRIC_TENSOR: "_c_per_m
 EWT_THRESHOLDS = (0.25, 0.10, 0.05)
 
 
+def fnorm_key(key: str) -> str:
+    """Name of a crystal tensor's Fnorm metric, e.g. ``elastic_fnorm_gpa``."""
+    return f"{TENSOR_METRIC_PREFIX[key]}_fnorm{TENSOR_UNITS[key]}"
+
+
 def vrh_moduli(elastic_tensor: np.ndarray) -> tuple[float, float]:
     """(bulk, shear) Voigt–Reuss–Hill moduli, GPa, of a 3×3×3×3 stiffness tensor (GPa), by
     pymatgen; NaN where the tensor has no compliance (singular)."""
@@ -37,14 +42,14 @@ def tensor_metrics(key: str, predicted: np.ndarray, reference: np.ndarray) -> di
       ``‖ŷ − y‖_F / ‖y‖_F`` below 25 %, 10 %, 5 %;
     - elastic only: ``bulk_modulus_vrh_mae_gpa`` and ``shear_modulus_vrh_mae_gpa``.
     """
-    name, unit = TENSOR_METRIC_PREFIX[key], TENSOR_UNITS[key]
+    name = TENSOR_METRIC_PREFIX[key]
     predicted, reference = np.asarray(predicted, dtype=np.float64), np.asarray(reference, dtype=np.float64)
     if predicted.shape[0] == 0:
         return {}
     axes = tuple(range(1, predicted.ndim))
     error = np.sqrt(((predicted - reference) ** 2).sum(axis=axes))
     relative = error / np.maximum(np.sqrt((reference**2).sum(axis=axes)), 1e-12)
-    out = {f"{name}_fnorm{unit}": float(error.mean())}
+    out = {fnorm_key(key): float(error.mean())}
     for threshold in EWT_THRESHOLDS:
         out[f"{name}_ewt{round(threshold * 100)}"] = float((relative < threshold).mean())
     if key == keys.ELASTIC_TENSOR:

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from atomistic import keys
+from atomistic.models.potential import check_properties
 from atomistic.scoring import count_inputs, iter_inputs
 from atomistic.voigt import tensor_file_values
 from server.dependencies import get_state, require_api_key
@@ -83,9 +84,10 @@ async def submit_job(
     unknown = [p for p in wanted if p not in keys.PROPERTIES]
     if unknown or not wanted:
         raise HTTPException(422, detail=f"query 'properties': unknown {unknown}; choose from {list(keys.PROPERTIES)}")
-    missing = [p for p in wanted if p not in state.potentials[model].properties]
-    if missing:
-        raise HTTPException(422, detail=f"query 'properties': model '{model}' does not provide {missing}; it provides {list(state.potentials[model].properties)}")
+    try:
+        check_properties(wanted, state.potentials[model].properties, model)
+    except ValueError as err:
+        raise HTTPException(422, detail=f"query 'properties': {err}") from None
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     input_format = format or _CONTENT_TYPES.get(content_type)
     if input_format is None:

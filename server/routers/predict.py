@@ -11,6 +11,7 @@ from atomistic.data.convert import (
     parse_structures,
     validate_structure,
 )
+from atomistic.models.potential import check_properties
 from server.batching import QueueFull
 from server.dependencies import get_state, require_api_key
 from server.schemas import ErrorResponse, PredictRequest, PredictResponse, StructureResult
@@ -73,11 +74,10 @@ async def predict(body: PredictRequest, request: Request, state: ServerState = D
     batcher = state.batchers[body.model]
     potential = batcher.potential
     wanted = body.properties or (["energy", "forces"] if potential.has_energy else list(potential.properties))
-    missing = sorted(set(wanted) - set(potential.properties))
-    if missing:
-        raise HTTPException(
-            422, detail=f"field 'properties': model '{body.model}' does not provide {missing}; it provides {list(batcher.potential.properties)}"
-        )
+    try:
+        check_properties(wanted, potential.properties, body.model)
+    except ValueError as err:
+        raise HTTPException(422, detail=f"field 'properties': {err}") from None
     structures = _structures(body, state, batcher.potential.atomic_numbers)
     try:
         futures = batcher.submit(structures, set(wanted))

@@ -64,7 +64,37 @@ def symmetrize_elastic(tensor: torch.Tensor) -> torch.Tensor:
     return 0.125 * t
 
 
-class CartesianEnvironment(torch.nn.Module):
+def scalar_feature_index(irreps: o3.Irreps) -> torch.Tensor:
+    """Indices of the scalar (``0e``) components of features laid out as ``irreps``."""
+    slices = [sl for (_, ir), sl in zip(irreps, irreps.slices(), strict=True) if ir == o3.Irrep("0e")]
+    if not slices:
+        raise ValueError(f"tensor heads need scalar (0e) node features, got {irreps}")
+    return torch.cat([torch.arange(sl.start, sl.stop) for sl in slices])
+
+
+class EdgeChannelWeights(torch.nn.Module):
+    """Per-edge channel weights ``R_c(r_ij) = ρ_c(r_ij) g_c(h_j)``: a radial MLP on a Bessel
+    basis with a smooth envelope (``R_c(r_cut) = 0``), times a gate from the neighbour's
+    invariant features when ``num_scalars > 0``.  Shared by the Cartesian and spherical heads."""
+
+    def __init__(self, cutoff: float, channels: int, num_bessel: int = 8, hidden: int = 32, num_scalars: int = 0):
+        super().__init__()
+        self.channels = channels
+        self.radial = RadialEmbedding(cutoff, num_bessel, 6)
+        self.radial_mlp = torch.nn.Sequential(
+            torch.nn.Linear(num_bessel, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, channels)
+        )
+        self.neighbour_gate = torch.nn.Linear(num_scalars, channels) if num_scalars else None
+
+    def channel_weights(self, graph: AtomicGraph, lengths: torch.Tensor, node_scalars: torch.Tensor | None) -> torch.Tensor:
+        """``lengths [E]`` Å, ``node_scalars [n_atoms, F]`` → ``[E, C]``."""
+        weights = self.radial_mlp(self.radial(lengths))
+        if self.neighbour_gate is not None and node_scalars is not None:
+            weights = weights * self.neighbour_gate(node_scalars).index_select(0, graph[keys.EDGE_INDEX][1])
+        return weights
+
+
+class CartesianEnvironment(EdgeChannelWeights):
     """Per-atom Cartesian moments of the neighbour directions, mixed in channel space.
 
     Forward: ``graph``, neighbour scalars ``[n_atoms, F]`` (or None), and per order ``n`` the
@@ -79,14 +109,8 @@ class CartesianEnvironment(torch.nn.Module):
     """
 
     def __init__(self, cutoff: float, channels: int, order: int, num_bessel: int = 8, hidden: int = 32, num_scalars: int = 0):
-        super().__init__()
+        super().__init__(cutoff, channels, num_bessel, hidden, num_scalars)
         self.order = order
-        self.channels = channels
-        self.radial = RadialEmbedding(cutoff, num_bessel, 6)
-        self.radial_mlp = torch.nn.Sequential(
-            torch.nn.Linear(num_bessel, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, channels)
-        )
-        self.neighbour_gate = torch.nn.Linear(num_scalars, channels) if num_scalars else None
 
     def forward(
         self, graph: AtomicGraph, node_scalars: torch.Tensor | None, mixing: list[torch.Tensor | None]
@@ -94,10 +118,8 @@ class CartesianEnvironment(torch.nn.Module):
         vectors = edge_vectors(graph)
         lengths = torch.linalg.vector_norm(vectors, dim=-1)
         u = vectors / lengths.clamp_min(1e-9).unsqueeze(-1)  # [E, 3]
-        weights = self.radial_mlp(self.radial(lengths))  # [E, C]; the envelope makes R_c(r_cut) = 0
-        centre, neighbour = graph[keys.EDGE_INDEX][0], graph[keys.EDGE_INDEX][1]
-        if self.neighbour_gate is not None and node_scalars is not None:
-            weights = weights * self.neighbour_gate(node_scalars).index_select(0, neighbour)
+        weights = self.channel_weights(graph, lengths, node_scalars)  # [E, C]
+        centre = graph[keys.EDGE_INDEX][0]
         n_atoms = graph[keys.POSITIONS].shape[0]
         moments: list[torch.Tensor | None] = []
         outer = u
@@ -124,10 +146,7 @@ class _TensorHead(torch.nn.Module):
     def __init__(self, irreps_in: o3.Irreps, cutoff: float, channels: int = 8, hidden: int = 32, num_terms: int = 1, scale: float = 1.0):
         super().__init__()
         self.irreps_in = o3.Irreps(irreps_in)
-        scalar_slices = [sl for (_, ir), sl in zip(self.irreps_in, self.irreps_in.slices(), strict=True) if ir == o3.Irrep("0e")]
-        if not scalar_slices:
-            raise ValueError(f"tensor heads need scalar (0e) node features, got {self.irreps_in}")
-        self.register_buffer("scalar_index", torch.cat([torch.arange(sl.start, sl.stop) for sl in scalar_slices]), persistent=False)
+        self.register_buffer("scalar_index", scalar_feature_index(self.irreps_in), persistent=False)
         self.channels = channels
         self.environment = CartesianEnvironment(cutoff, channels, self.order, num_scalars=int(self.scalar_index.numel()))
         self.coefficients = torch.nn.Sequential(
@@ -135,8 +154,10 @@ class _TensorHead(torch.nn.Module):
         )
         self.scale = scale
 
-    def _scalars(self, outputs) -> torch.Tensor:
-        return outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
+    def _scalars_and_coefficients(self, outputs) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scalar node features ``[n_atoms, F]`` and the per-atom coefficients ``[n_atoms, num_terms]``."""
+        scalars = outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
+        return scalars, self.coefficients(scalars)
 
 
 class DielectricHead(_TensorHead):
@@ -151,8 +172,7 @@ class DielectricHead(_TensorHead):
         super().__init__(irreps_in, cutoff, channels, hidden, num_terms=1 + 5 * channels, scale=scale)
 
     def forward(self, graph, outputs):
-        scalars = self._scalars(outputs)
-        coeff = self.coefficients(scalars)
+        scalars, coeff = self._scalars_and_coefficients(outputs)
         iso, w = coeff[:, :1], coeff[:, 1:].view(coeff.shape[0], 5, self.channels)
         # mixtures: two polar vectors (w1, w2) and three symmetric tensors (w0, w3, w4)
         (v, s) = self.environment(graph, scalars, [w[:, 1:3], w[:, [0, 3, 4]]])
@@ -177,8 +197,7 @@ class PiezoelectricHead(_TensorHead):
         super().__init__(irreps_in, cutoff, channels, hidden, num_terms=6 * channels, scale=scale)
 
     def forward(self, graph, outputs):
-        scalars = self._scalars(outputs)
-        coeff = self.coefficients(scalars)
+        scalars, coeff = self._scalars_and_coefficients(outputs)
         w = coeff.view(coeff.shape[0], 6, self.channels)
         # mixtures: five polar vectors (w0..w4) and one third moment (w5); S is not used
         v, _, m3 = self.environment(graph, scalars, [w[:, 0:5], None, w[:, 5:6]])
@@ -203,8 +222,7 @@ class ElasticHead(_TensorHead):
         super().__init__(irreps_in, cutoff, channels, hidden, num_terms=2 + 4 * channels, scale=scale)
 
     def forward(self, graph, outputs):
-        scalars = self._scalars(outputs)
-        coeff = self.coefficients(scalars)
+        scalars, coeff = self._scalars_and_coefficients(outputs)
         c = self.channels
         lam, mu = coeff[:, 0], coeff[:, 1]
         w = coeff[:, 2:].view(-1, 4, c)
@@ -248,14 +266,12 @@ class SphericalTensorHead(torch.nn.Module):
         self.output_key = output_key
         self.cartesian = CartesianTensor(self.FORMULAS[output_key])
         self.irreps_in = o3.Irreps(irreps_in)
-        scalar_slices = [sl for (_, ir), sl in zip(self.irreps_in, self.irreps_in.slices(), strict=True) if ir == o3.Irrep("0e")]
-        self.register_buffer("scalar_index", torch.cat([torch.arange(sl.start, sl.stop) for sl in scalar_slices]), persistent=False)
+        self.register_buffer("scalar_index", scalar_feature_index(self.irreps_in), persistent=False)
         self.irreps_sh = o3.Irreps.spherical_harmonics(lmax)
         self.spherical_harmonics = o3.SphericalHarmonics(self.irreps_sh, normalize=True, normalization="component")
         self.channels = channels
-        self.radial = RadialEmbedding(cutoff, 8, 6)
-        self.radial_mlp = torch.nn.Sequential(torch.nn.Linear(8, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, channels))
-        self.neighbour_gate = torch.nn.Linear(int(self.scalar_index.numel()), channels)
+        # the same edge weights as the Cartesian heads: radial MLP times a neighbour gate
+        self.edge_weights = EdgeChannelWeights(cutoff, channels, hidden=hidden, num_scalars=int(self.scalar_index.numel()))
         self.irreps_moments = o3.Irreps([(channels, ir) for _, ir in self.irreps_sh])
         index = []  # [C, D_sh] channel-major -> mul_ir layout of irreps_moments
         for (_, ir), block in zip(self.irreps_moments, self.irreps_moments.slices(), strict=True):
@@ -271,8 +287,7 @@ class SphericalTensorHead(torch.nn.Module):
         vectors = edge_vectors(graph)
         lengths = torch.linalg.vector_norm(vectors, dim=-1)
         scalars = outputs[keys.NODE_FEATURES].index_select(1, self.scalar_index)
-        # the same edge weights as the Cartesian heads: radial MLP times a neighbour gate
-        weights = self.radial_mlp(self.radial(lengths)) * self.neighbour_gate(scalars).index_select(0, graph[keys.EDGE_INDEX][1])
+        weights = self.edge_weights.channel_weights(graph, lengths, scalars)  # [E, C]
         per_edge = weights.unsqueeze(-1) * self.spherical_harmonics(vectors).unsqueeze(1)  # [E, C, D_sh]
         n_atoms = graph[keys.POSITIONS].shape[0]
         moments = per_edge.new_zeros((n_atoms, *per_edge.shape[1:])).index_add(0, graph[keys.EDGE_INDEX][0], per_edge)
