@@ -9,11 +9,15 @@ from fastapi import HTTPException, Request
 from server.state import ServerState
 
 
-def get_state(request: Request) -> ServerState:
+# Both are ``async``: FastAPI runs plain ``def`` dependencies in a worker thread, a thread
+# hop per request that costs more than the work they do.
+
+
+async def get_state(request: Request) -> ServerState:
     return request.app.state.server
 
 
-def require_api_key(request: Request) -> str | None:
+async def require_api_key(request: Request) -> str | None:
     """With API keys configured, a ``Authorization: Bearer <key>`` header is required;
     returns the key (jobs are scoped to it)."""
     keys = request.app.state.server.settings.api_keys

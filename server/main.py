@@ -71,6 +71,33 @@ class BodyLimitMiddleware:
                 await _too_large(self.max_body_bytes, send)
 
 
+class RequestMetricsMiddleware:
+    """Counts requests by route template and status (``atomistic_requests_total``).  Plain
+    ASGI, so a request costs one wrapped ``send`` rather than a task group and streams."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            route = scope.get("route")  # set by the router on the shared scope
+            self.metrics.requests.labels(getattr(route, "path", "unmatched"), str(status)).inc()
+
+
 class _BodyTooLarge(Exception):
     pass
 
@@ -146,19 +173,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.exception("unhandled error")
         return JSONResponse({"error": "internal error", "detail": f"{type(exc).__name__}"}, status_code=500)
 
-    @app.middleware("http")
-    async def count_requests(request: Request, call_next):
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        state.metrics.requests.labels(path, str(response.status_code)).inc()
-        return response
-
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(predict.router)
     app.include_router(jobs.router)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"])
+    app.add_middleware(RequestMetricsMiddleware, metrics=state.metrics)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     return app

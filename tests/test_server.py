@@ -159,3 +159,43 @@ def test_remote_calculator_against_live_server():
         assert abs(atoms.get_potential_energy() - local.get_potential_energy()) < 1e-9
         np.testing.assert_allclose(atoms.get_forces(), local.get_forces(), atol=1e-9)
         np.testing.assert_allclose(atoms.get_stress(), local.get_stress(), atol=1e-9)
+
+
+def test_metrics_count_requests_by_route_and_status(client):
+    client.post("/v1/predict", json={"model": "mlearn-small", "structures": [SI]})
+    client.post("/v1/predict", json={"model": "no-such-model", "structures": [SI]})
+    lines = client.get("/metrics").text.splitlines()
+
+    def count(route: str, status: str) -> float:
+        prefix = f'atomistic_requests_total{{route="{route}",status="{status}"}}'
+        return float(next(line for line in lines if line.startswith(prefix)).split()[-1])
+
+    assert count("/v1/predict", "200") >= 1 and count("/v1/predict", "404") >= 1
+
+
+def test_a_client_that_disconnects_is_dropped_before_its_structure_is_computed():
+    import socket
+    import time
+
+    import httpx
+
+    # a long batch wait keeps the first request queued while its client goes away
+    settings = Settings(models=["mlearn-small"], max_wait_ms=1500.0, data_dir=tempfile.mkdtemp(prefix="atomistic-test-"))
+    with threaded_server(create_app(settings)) as url:
+        port = int(url.rsplit(":", 1)[1])
+        body = json.dumps({"model": "mlearn-small", "structures": [SI]}).encode()
+        request = f"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(request + body)
+            time.sleep(0.3)  # queued, waiting for batch-mates
+        time.sleep(2.0)  # the batch window closes with only the departed request in it
+
+        def computed() -> float:
+            metrics = httpx.get(f"{url}/metrics").text
+            lines = [line for line in metrics.splitlines() if line.startswith("atomistic_batch_structures_sum")]
+            return float(lines[0].split()[-1]) if lines else 0.0  # no line before the first batch
+
+        assert computed() == 0.0
+        assert 'atomistic_requests_total{route="/v1/predict",status="499"} 1.0' in httpx.get(f"{url}/metrics").text
+        assert httpx.post(f"{url}/v1/predict", json={"model": "mlearn-small", "structures": [SI]}, timeout=30).status_code == 200
+        assert computed() == 1.0
