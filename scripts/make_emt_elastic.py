@@ -3,7 +3,9 @@
 Substitutional alloys of Al, Cu, Ag, Au, Ni, Pd, Pt (ASE's EMT potential): every ordered
 prototype once (pure fcc, L1₂ A₃B, L1₀ AB, B2 AB: 91 cells), then seeded random cells —
 random occupations (at least two elements) of fcc (4 or 8 atoms) and bcc (8 atoms) cells with
-a random cell shear and rattle (low symmetry).  Each structure is relaxed (cubic prototypes keep their shape; all
+a random cell shear and rattle (low symmetry); from index ``MULTICOMPONENT_START`` on, random
+3–4-element fcc cells of 8 or 12 atoms (small binary cells often relax to an ordered phase
+already in the set; these rarely do).  Each structure is relaxed (cubic prototypes keep their shape; all
 others relax cell and ions), then strained by ±0.5 % along each of the six independent strain
 components with ions relaxed at fixed cell; pymatgen's
 ``ElasticTensor.from_independent_strains`` fits the relaxed-ion stiffness, which is then
@@ -14,9 +16,11 @@ Output: one extxyz frame per structure with ``elastic_tensor`` in ``info`` as th
 matrix in Materials Project order (xx, yy, zz, yz, xz, xy), GPa, flattened row-major; plus
 ``index``, ``family``, ``bulk_modulus_vrh`` and ``shear_modulus_vrh`` (GPa).
 
-    python scripts/make_emt_elastic.py --n 2400 --seed 0 --workers 2
+    python scripts/make_emt_elastic.py --n 4000 --seed 0 --workers 2
+    python scripts/make_emt_elastic.py --n 4000 --start 2400   # extend an existing file
 
-Deterministic for a given seed and n (any number of workers).  Resumable per worker shard.
+Deterministic for a given seed and n (any number of workers, any ``--start``).  Resumable per
+worker shard.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from atomistic.units import EV_PER_ANG3_TO_GPA
 METALS = ("Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt")
 FCC_A = {"Al": 4.05, "Cu": 3.61, "Ag": 4.09, "Au": 4.08, "Ni": 3.52, "Pd": 3.89, "Pt": 3.92}
 STRAINS = (-0.005, 0.005)
+MULTICOMPONENT_START = 2400  # indices from here on draw 3–4-element cells
 VOIGT_INDEX = ((0, 0), (1, 1), (2, 2), (1, 2), (0, 2), (0, 1))  # MP order
 
 
@@ -91,6 +96,21 @@ def random_cell(rng) -> tuple[Atoms, str, bool]:
     return atoms, family, False
 
 
+def random_multicomponent_cell(rng) -> tuple[Atoms, str, bool]:
+    """A random fcc cell of 8 (2×1×1) or 12 (3×1×1) atoms with 3–4 elements, each present, a
+    random ±3 % cell shear and 0.05 Å rattle; relaxed in full."""
+    repeat = (2, 1, 1) if rng.random() < 0.5 else (3, 1, 1)
+    base = bulk("Cu", "fcc", a=1.0, cubic=True).repeat(repeat)
+    elements = rng.choice(len(METALS), size=rng.integers(3, 5), replace=False)
+    symbols = [METALS[e] for e in elements[rng.integers(len(elements), size=len(base))]]
+    while len(set(symbols)) < len(elements):
+        symbols = [METALS[e] for e in elements[rng.integers(len(elements), size=len(base))]]
+    shear = np.eye(3) + rng.normal(scale=0.03, size=(3, 3))
+    atoms = Atoms(symbols, scaled_positions=base.get_scaled_positions(), cell=(np.asarray(base.cell) * mean_lattice(symbols)) @ shear.T, pbc=True)
+    atoms.rattle(0.05, seed=int(rng.integers(2**31)))
+    return atoms, "random-fcc-multi", False
+
+
 def fingerprint(frame: Atoms) -> tuple:
     """Equal for the same relaxed structure reached from different cells or orientations
     (different random occupations often relax to one ordered phase): reduced formula and the
@@ -103,6 +123,8 @@ def structure(index: int, seed: int) -> tuple[Atoms, str, bool]:
     fixed = prototypes()
     if index < len(fixed):
         return fixed[index]
+    if index >= MULTICOMPONENT_START:
+        return random_multicomponent_cell(np.random.default_rng([seed, index]))
     return random_cell(np.random.default_rng([seed, index]))
 
 
@@ -160,14 +182,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="processes (indices are dealt round-robin)")
     parser.add_argument("-o", "--output", default="data/tensors/elastic_emt.extxyz")
+    parser.add_argument("--start", type=int, default=0, help="keep the structures of indices below this from the existing output and compute the rest")
     args = parser.parse_args()
     output = Path(args.output)
+    kept = [f for f in read(output, ":", format="extxyz") if f.info["index"] < args.start] if args.start else []
     shards = [output.with_name(f"{output.name}.part{w}") for w in range(args.workers)]
     started = time.time()
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        pool.starmap(run_shard, [(w, args.workers, args.n, args.seed, str(shards[w])) for w in range(args.workers)])
-    frames = sorted(
-        (f for shard in shards if shard.exists() for f in read(shard, ":", format="extxyz") if f.info["index"] < args.n),
+        pool.starmap(run_shard, [(w, args.workers, args.start, args.n, args.seed, str(shards[w])) for w in range(args.workers)])
+    frames = kept + sorted(
+        (f for shard in shards if shard.exists() for f in read(shard, ":", format="extxyz") if args.start <= f.info["index"] < args.n),
         key=lambda f: f.info["index"],
     )
     unique: dict[tuple, Atoms] = {}
@@ -181,12 +205,12 @@ def main() -> None:
     print(f"{len(frames)} stable, distinct structures of {args.n} ({duplicates} duplicates dropped) in {output} ({time.time() - started:.0f} s)")
 
 
-def run_shard(worker: int, workers: int, n: int, seed: int, path: str) -> None:
-    """Compute indices ``worker, worker + workers, …`` into ``path``, resuming after the last
-    index already there."""
+def run_shard(worker: int, workers: int, start: int, n: int, seed: int, path: str) -> None:
+    """Compute indices ``start + worker, start + worker + workers, …`` below ``n`` into
+    ``path``, resuming after the last index already there."""
     done = {f.info["index"] for f in read(path, ":", format="extxyz")} if Path(path).exists() and Path(path).stat().st_size else set()
     last = max(done, default=-1)
-    for index in range(worker, n, workers):
+    for index in range(start + worker, n, workers):
         if index <= last:
             continue
         frame = compute(index, seed)

@@ -8,7 +8,6 @@ from fastapi import HTTPException, Request
 
 from server.state import ServerState
 
-
 # Both are ``async``: FastAPI runs plain ``def`` dependencies in a worker thread, a thread
 # hop per request that costs more than the work they do.
 

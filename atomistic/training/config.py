@@ -29,7 +29,8 @@ model:
   tensor_heads: {}           # crystal-tensor heads by output, e.g.
                              #   elastic_tensor: {basis: cartesian, channels: 8, hidden: 32}
                              # outputs: dielectric_tensor | piezoelectric_tensor | elastic_tensor;
-                             # basis: cartesian (CEITNet) | spherical (e3nn irreps baseline, lmax: 4)
+                             # basis: cartesian (CEITNet) | spherical (e3nn irreps baseline, lmax: 4);
+                             # pairs: many-body S⊗S' products of the Cartesian elastic head (1)
 loss:
   energy: 10.0               # weight of the energy-per-atom term (eV/atom)
   forces: 1.0                # weight of the force term (eV/Å)
@@ -64,7 +65,7 @@ import yaml
 
 from atomistic.keys import TENSOR_KEYS
 
-TENSOR_HEAD_OPTIONS = {"basis", "channels", "hidden", "lmax"}
+TENSOR_HEAD_OPTIONS = {"basis", "channels", "hidden", "lmax", "pairs"}
 
 
 class ConfigError(ValueError):

@@ -212,32 +212,38 @@ class PiezoelectricHead(_TensorHead):
 
 
 class ElasticHead(_TensorHead):
-    """Order 4, ``C_ijkl`` (GPa) with minor and major symmetry: isotropic ``λ δδ + μ (δδ + δδ)``
-    plus ``S ⊗ δ``, ``δ ⊗ S``-type couplings, ``S ⊗ S'`` and ``M4`` terms, symmetrised."""
+    """Order 4, ``C_ijkl`` (GPa) with minor and major symmetry, symmetrised:
+
+        λ δ_ij δ_kl + μ (δ_ik δ_jl + δ_il δ_jk) + A_ij δ_kl + B_ik δ_jl + Σ_p P^p_ij Q^p_kl + M4_ijkl
+
+    with ``A``, ``B``, ``P^p``, ``Q^p`` mixed second moments and ``M4`` the mixed fourth
+    moment.  After symmetrisation the terms span the target's irreps: two invariants (λ, μ),
+    the two independent ``2e`` parts (``A`` and ``B`` in their two index patterns) and the
+    ``4e`` part (``M4``, two-body, and ``P ⊗ Q``, many-body)."""
 
     order = 4
     output_key = ELASTIC
 
-    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32, scale: float = 100.0):
-        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=2 + 4 * channels, scale=scale)
+    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32, scale: float = 100.0, pairs: int = 1):
+        self.pairs = pairs
+        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=2 + (3 + 2 * pairs) * channels, scale=scale)
 
     def forward(self, graph, outputs):
         scalars, coeff = self._scalars_and_coefficients(outputs)
-        c = self.channels
         lam, mu = coeff[:, 0], coeff[:, 1]
-        w = coeff[:, 2:].view(-1, 4, c)
-        # mixtures: three symmetric tensors (w0..w2) and one fourth moment (w3)
-        _, s, _, m4 = self.environment(graph, scalars, [None, w[:, 0:3], None, w[:, 3:4]])
+        w = coeff[:, 2:].view(coeff.shape[0], -1, self.channels)
+        # mixtures: A, B, P^1..P^p, Q^1..Q^p (second moments) and one fourth moment
+        _, s, _, m4 = self.environment(graph, scalars, [None, w[:, :-1], None, w[:, -1:]])
         eye = torch.eye(3, dtype=s.dtype, device=s.device)
         dd = torch.einsum("ij,kl->ijkl", eye, eye)
         shear = torch.einsum("ik,jl->ijkl", eye, eye) + torch.einsum("il,jk->ijkl", eye, eye)
-        s1, s2, s3 = s.unbind(1)  # mixed symmetric tensors [n, 3, 3]
+        p, q = s[:, 2 : 2 + self.pairs], s[:, 2 + self.pairs :]
         per_atom = (
             lam.view(-1, 1, 1, 1, 1) * dd
             + mu.view(-1, 1, 1, 1, 1) * shear
-            + torch.einsum("nij,kl->nijkl", s1, eye)
-            + torch.einsum("nik,jl->nijkl", s1, eye)
-            + torch.einsum("nij,nkl->nijkl", s2, s3)
+            + torch.einsum("nij,kl->nijkl", s[:, 0], eye)
+            + torch.einsum("nik,jl->nijkl", s[:, 1], eye)
+            + torch.einsum("npij,npkl->nijkl", p, q)
             + m4[:, 0]
         )
         return {ELASTIC: self.scale * mean_per_system(symmetrize_elastic(per_atom), graph)}
