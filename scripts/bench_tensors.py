@@ -1,7 +1,7 @@
 """CEITNet (Cartesian) tensor heads against the spherical-harmonic (e3nn irreps) baseline on
 the same encoder, data, split, seed and training budget, for orders 2, 3 and 4.
 
-    python scripts/bench_tensors.py [--epochs 15] [--orders 2,3,4] [--max-train 600]
+    python scripts/bench_tensors.py [--epochs 15] [--orders 2,3,4] [--max-train 600] [--pairs 1]
 
 Data: order 2, the 135 Materials Project dielectric tensors (data/tensors/dielectric_mp.extxyz);
 order 3, a known analytic polar tensor of random Al/Cu/Au cells (no real piezoelectric data is
@@ -73,8 +73,9 @@ def datasets(order: int, workdir: Path, max_train: int) -> tuple[Path, Path]:
     return train_path, test_path
 
 
-def train_head(order: int, basis: str, train_path: Path, workdir: Path, epochs: int) -> tuple[Path, float]:
+def train_head(order: int, basis: str, train_path: Path, workdir: Path, epochs: int, pairs: int = 1) -> tuple[Path, float]:
     name = f"order{order}-{basis}"
+    head = {"basis": basis, **HEAD, **({"pairs": pairs} if basis == "cartesian" and order in (2, 4) else {})}
     config = config_from_dict(
         {
             "seed": 0,
@@ -84,7 +85,7 @@ def train_head(order: int, basis: str, train_path: Path, workdir: Path, epochs: 
             "epochs": epochs,
             "batch_size": 16,
             "data": {"train": [str(train_path)], "valid_fraction": 0.1},
-            "model": {**ENCODER, "energy_head": False, "tensor_heads": {KEY[order]: {"basis": basis, **HEAD}}},
+            "model": {**ENCODER, "energy_head": False, "tensor_heads": {KEY[order]: head}},
             "loss": {"tensors": 1.0, "kind": "mse"},
             "optimizer": {"learning_rate": 0.005, "ema_decay": 0.99},
             "schedule": {"kind": "cosine", "warmup_epochs": 2, "min_lr_ratio": 0.01},
@@ -130,6 +131,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--orders", default="2,3,4")
     parser.add_argument("--max-train", type=int, default=600, help="training structures per order (order 2 has 115, order 3 is capped at 400)")
+    parser.add_argument("--pairs", type=int, default=1, help="many-body products of the Cartesian order-2 and order-4 heads")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -139,7 +141,7 @@ def main() -> None:
         for order in (int(o) for o in args.orders.split(",")):
             train_path, test_path = datasets(order, workdir, args.max_train)
             for basis in ("cartesian", "spherical"):
-                model_dir, seconds = train_head(order, basis, train_path, workdir, args.epochs)
+                model_dir, seconds = train_head(order, basis, train_path, workdir, args.epochs, args.pairs)
                 metrics = evaluate(load_potential(str(model_dir), dtype="float64", backend="reference"), read_structures(test_path)).summary()
                 prefix = PREFIX[order]
                 fnorm = next(v for k, v in metrics.items() if k.startswith(f"{prefix}_fnorm"))

@@ -33,6 +33,7 @@ HEADS = {
     "dielectric": (DielectricHead, 2),
     "piezoelectric": (PiezoelectricHead, 3),
     "elastic": (ElasticHead, 4),
+    "dielectric-3-pairs": (lambda irreps, cutoff: DielectricHead(irreps, cutoff, pairs=3), 2),
     "elastic-3-pairs": (lambda irreps, cutoff: ElasticHead(irreps, cutoff, pairs=3), 4),
     "sh-dielectric": (lambda irreps, cutoff: SphericalTensorHead(irreps, cutoff, DIELECTRIC), 2),
     "sh-piezoelectric": (lambda irreps, cutoff: SphericalTensorHead(irreps, cutoff, PIEZOELECTRIC), 3),

@@ -233,6 +233,10 @@ def test_shipped_elastic_model_gives_cu3au_bulk_modulus_within_10_percent_of_emt
         ("{tensor_heads: {elastic_tensor: {basis: polar}}}", "model.tensor_heads.elastic_tensor.basis"),
         ("{tensor_heads: {elastic_tensor: {width: 3}}}", "model.tensor_heads.elastic_tensor: options"),
         ("{energy_head: false}", "needs an energy head or at least one tensor head"),
+        ("{tensor_heads: {elastic_tensor: {basis: spherical, pairs: 2}}}", "model.tensor_heads.elastic_tensor.pairs: applies"),
+        ("{tensor_heads: {piezoelectric_tensor: {pairs: 2}}}", "model.tensor_heads.piezoelectric_tensor.pairs: applies"),
+        ("{tensor_heads: {elastic_tensor: {pairs: 0}}}", "model.tensor_heads.elastic_tensor.pairs: must be"),
+        ("{tensor_heads: {dielectric_tensor: {lmax: 2}}}", "model.tensor_heads.dielectric_tensor.lmax: applies"),
     ],
 )
 def test_tensor_head_config_errors_name_the_field(tmp_path, model, message):

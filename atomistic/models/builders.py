@@ -72,18 +72,18 @@ def build_tensor_head(output_key: str):
     ``basis="cartesian"``: the CEITNet head of that order (:mod:`atomistic.models.heads.tensors`);
     ``basis="spherical"``: the spherical-harmonic baseline on the same encoder.  ``scale`` is
     the tensor's unit scale (GPa for elastic, unitless for dielectric, C/m² for piezoelectric),
-    set from the training data; ``pairs`` is the number of many-body ``P ⊗ Q`` products of the
-    Cartesian elastic head.
+    set from the training data; ``pairs`` is the number of many-body products of the Cartesian
+    dielectric and elastic heads.
     """
 
     def build(
         encoder: torch.nn.Module, basis: str = "cartesian", channels: int = 8, hidden: int = 32, scale: float = 1.0, lmax: int = 4, pairs: int = 1
     ):
         if basis == "cartesian":
-            if output_key == ELASTIC:
-                return ElasticHead(encoder.irreps_out, encoder.cutoff, channels=channels, hidden=hidden, scale=float(scale), pairs=pairs)
-            head_cls = {DIELECTRIC: DielectricHead, PIEZOELECTRIC: PiezoelectricHead}[output_key]
-            return head_cls(encoder.irreps_out, encoder.cutoff, channels=channels, hidden=hidden, scale=float(scale))
+            if output_key == PIEZOELECTRIC:
+                return PiezoelectricHead(encoder.irreps_out, encoder.cutoff, channels=channels, hidden=hidden, scale=float(scale))
+            head_cls = {DIELECTRIC: DielectricHead, ELASTIC: ElasticHead}[output_key]
+            return head_cls(encoder.irreps_out, encoder.cutoff, channels=channels, hidden=hidden, scale=float(scale), pairs=pairs)
         if basis == "spherical":
             return SphericalTensorHead(encoder.irreps_out, encoder.cutoff, output_key, channels=channels, lmax=lmax, hidden=hidden, scale=scale)
         raise ValueError(f"{output_key}: unknown basis '{basis}'; use 'cartesian' or 'spherical'")

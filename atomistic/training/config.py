@@ -30,7 +30,7 @@ model:
                              #   elastic_tensor: {basis: cartesian, channels: 8, hidden: 32}
                              # outputs: dielectric_tensor | piezoelectric_tensor | elastic_tensor;
                              # basis: cartesian (CEITNet) | spherical (e3nn irreps baseline, lmax: 4);
-                             # pairs: many-body S⊗S' products of the Cartesian elastic head (1)
+                             # pairs: many-body products of the Cartesian dielectric and elastic heads (1)
 loss:
   energy: 10.0               # weight of the energy-per-atom term (eV/atom)
   forces: 1.0                # weight of the force term (eV/Å)
@@ -205,6 +205,13 @@ def _check(config: TrainConfig) -> TrainConfig:
             raise ConfigError(f"model.tensor_heads.{key}: options must be a mapping with keys from {sorted(TENSOR_HEAD_OPTIONS)}")
         if options.get("basis", "cartesian") not in ("cartesian", "spherical"):
             raise ConfigError(f"model.tensor_heads.{key}.basis: must be cartesian or spherical")
+        basis = options.get("basis", "cartesian")
+        if "lmax" in options and basis != "spherical":
+            raise ConfigError(f"model.tensor_heads.{key}.lmax: applies to the spherical basis only")
+        if "pairs" in options and (basis != "cartesian" or key == "piezoelectric_tensor"):
+            raise ConfigError(f"model.tensor_heads.{key}.pairs: applies to the cartesian dielectric and elastic heads only")
+        if "pairs" in options and (not isinstance(options["pairs"], int) or options["pairs"] < 1):
+            raise ConfigError(f"model.tensor_heads.{key}.pairs: must be an integer ≥ 1")
     if not config.model.energy_head and not heads:
         raise ConfigError("model: a model needs an energy head or at least one tensor head")
     if not config.data.valid and config.data.valid_fraction == 0.0:

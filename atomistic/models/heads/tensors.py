@@ -161,28 +161,27 @@ class _TensorHead(torch.nn.Module):
 
 
 class DielectricHead(_TensorHead):
-    """Order 2, ``ε_ij = ε_ji`` (unitless): ``a δ + S + v ⊗ v' + S' · S''`` with mixed
-    channels (``S = Σ_c b_c S^c``, ``v = Σ_c w_c v^c``; the last two terms are many-body),
+    """Order 2, ``ε_ij = ε_ji`` (unitless): ``a δ + S + Σ_p (v_p ⊗ v'_p + S'_p · S''_p)`` with
+    mixed channels (``S = Σ_c b_c S^c``, ``v = Σ_c w_c v^c``; the products are many-body),
     symmetrised, plus the vacuum baseline 1·δ."""
 
     order = 2
     output_key = DIELECTRIC
 
-    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32, scale: float = 1.0):
-        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=1 + 5 * channels, scale=scale)
+    def __init__(self, irreps_in, cutoff, channels: int = 8, hidden: int = 32, scale: float = 1.0, pairs: int = 1):
+        self.pairs = pairs
+        super().__init__(irreps_in, cutoff, channels, hidden, num_terms=1 + (1 + 4 * pairs) * channels, scale=scale)
 
     def forward(self, graph, outputs):
         scalars, coeff = self._scalars_and_coefficients(outputs)
-        iso, w = coeff[:, :1], coeff[:, 1:].view(coeff.shape[0], 5, self.channels)
-        # mixtures: two polar vectors (w1, w2) and three symmetric tensors (w0, w3, w4)
-        (v, s) = self.environment(graph, scalars, [w[:, 1:3], w[:, [0, 3, 4]]])
+        p = self.pairs
+        iso, w = coeff[:, :1], coeff[:, 1:].view(coeff.shape[0], 1 + 4 * p, self.channels)
+        # mixtures in the order S, v_1..v_p, v'_1..v'_p, S'_1..S'_p, S''_1..S''_p
+        symmetric = torch.cat([w[:, :1], w[:, 1 + 2 * p :]], dim=1)
+        (v, s) = self.environment(graph, scalars, [w[:, 1 : 1 + 2 * p], symmetric])
         eye = torch.eye(3, dtype=v.dtype, device=v.device)
-        per_atom = (
-            iso.view(-1, 1, 1) * eye
-            + s[:, 0]
-            + symmetrize_pair(v[:, 0].unsqueeze(-1) * v[:, 1].unsqueeze(-2))
-            + symmetrize_pair(s[:, 1] @ s[:, 2])
-        )
+        products = torch.einsum("npi,npj->nij", v[:, :p], v[:, p:]) + torch.einsum("npik,npkj->nij", s[:, 1 : 1 + p], s[:, 1 + p :])
+        per_atom = iso.view(-1, 1, 1) * eye + s[:, 0] + symmetrize_pair(products)
         return {DIELECTRIC: eye + self.scale * mean_per_system(per_atom, graph)}
 
 
