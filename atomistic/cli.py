@@ -203,6 +203,9 @@ def score(
             map_chunks = None
     except (ValueError, FileNotFoundError) as err:
         raise _fail(err) from None
+    from atomistic.runtime import retain_freed_memory
+
+    retain_freed_memory()  # chunk after chunk of the same size: reuse the buffers
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Bar(*columns, console=Console(stderr=True)) as bar:
         task = bar.add_task(f"scoring ({engine})", total=total, completed=progress.done)

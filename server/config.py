@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     torch_threads: int | None = Field(
         None, description="Intra-op threads for inference (default: torch's choice, all cores); 1 suits many small requests on a small CPU."
     )
+    retain_freed_memory: bool = Field(
+        True, description="Keep large freed buffers for the next batch instead of returning them to the OS (glibc; saves re-faulting them per batch)."
+    )
     max_batch_atoms: int = Field(4096, description="Atom budget of one merged forward pass.")
     max_wait_ms: float = Field(5.0, description="How long the batcher waits to fill a batch, ms.")
     queue_size: int = Field(256, description="Structures that may wait per model before 503.")

@@ -118,6 +118,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         from atomistic.checkpoint import load_potential
 
+        if settings.retain_freed_memory:
+            from atomistic.runtime import retain_freed_memory
+
+            retain_freed_memory()
         if settings.torch_threads:
             import torch
 

@@ -13,6 +13,7 @@
 // Edges are visited in CSR order: by_centre / centre_ptr for the forward pass and edge
 // gradients, by_neighbour / neighbour_ptr for the node-feature gradient, so every thread owns
 // the rows it writes and no atomics are needed.
+#include <algorithm>
 #include <torch/extension.h>
 #include <omp.h>
 #include <vector>
@@ -61,6 +62,10 @@ void backward_edges_kernel(const scalar_t* grad, const scalar_t* h, const scalar
     const scalar_t* h_row = h + neighbour[e] * node_dim;
     const scalar_t* y_row = y + e * edge_dim;
     const scalar_t* w_row = w + e * weight_dim;
+    // the gradient buffers arrive uninitialised: each edge's rows are zeroed by the thread
+    // that accumulates them, while they are in cache (no separate pass over [E, weight_dim])
+    if (need_w) std::fill(grad_w + e * weight_dim, grad_w + (e + 1) * weight_dim, scalar_t(0));
+    if (need_y) std::fill(grad_y + e * edge_dim, grad_y + (e + 1) * edge_dim, scalar_t(0));
     for (int64_t p = 0; p < n_paths; ++p) {
       const int64_t mul = paths[6 * p], node_start = paths[6 * p + 1], w_off = paths[6 * p + 3], out_start = paths[6 * p + 4];
       const scalar_t* wp = w_row + w_off;
@@ -94,6 +99,7 @@ void backward_nodes_kernel(const scalar_t* grad, const scalar_t* y, const scalar
 #pragma omp parallel for schedule(dynamic, 16)
   for (int64_t n = 0; n < n_nodes; ++n) {
     scalar_t* gh_row = grad_h + n * node_dim;
+    std::fill(gh_row, gh_row + node_dim, scalar_t(0));  // uninitialised on entry, like the edge gradients
     for (int64_t q = neighbour_ptr[n]; q < neighbour_ptr[n + 1]; ++q) {
       const int64_t e = by_neighbour[q];
       const scalar_t* g_row = grad + centre[e] * out_dim;
@@ -137,7 +143,11 @@ std::vector<torch::Tensor> fused_backward(torch::Tensor grad, torch::Tensor h, t
                                           torch::Tensor neighbour_ptr, torch::Tensor paths, torch::Tensor terms,
                                           torch::Tensor coefs, torch::Tensor path_terms, bool need_h, bool need_y,
                                           bool need_w) {
-  auto grad_h = torch::zeros_like(h), grad_y = torch::zeros_like(y), grad_w = torch::zeros_like(w);
+  // uninitialised: the kernels zero each row they own before accumulating into it; a gradient
+  // that is not needed is an empty tensor (the caller returns None for it)
+  auto grad_h = need_h ? torch::empty_like(h) : torch::empty({0}, h.options());
+  auto grad_y = need_y ? torch::empty_like(y) : torch::empty({0}, y.options());
+  auto grad_w = need_w ? torch::empty_like(w) : torch::empty({0}, w.options());
   AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "fused_backward", [&] {
     if (need_y || need_w)
       backward_edges_kernel<scalar_t>(grad.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(),
