@@ -14,9 +14,9 @@ def retain_freed_memory() -> bool:
     """Keep large freed buffers in the process instead of returning them to the OS.
 
     glibc serves every allocation above 32 MB with its own ``mmap`` and unmaps it on free, so
-    each forward pass over a large batch page-faults its buffers in again: about a fifth of a
-    64-structure SevenNet-0 pass on one CPU core, and none of a one-structure pass — a tax on
-    exactly the batches a server merges.  Serving them from the heap and not trimming it lets
+    each forward pass over a large batch page-faults its buffers in again (about a fifth of a
+    64-structure SevenNet-0 pass on one CPU core; docs/benchmarks.md) — a tax on exactly the
+    batches a server merges.  Serving them from the heap and not trimming it lets
     the next batch reuse the pages.  Peak memory is unchanged; the process keeps its high-water
     mark.  Returns whether the setting took effect (glibc on Linux only).
     """
