@@ -1,6 +1,6 @@
 """Server throughput with micro-batching against one-structure-at-a-time, in one run.
 
-    python scripts/bench_server.py [--model default] [--clients 64] [--requests 4] [--pin]
+    python scripts/bench_server.py [--model default] [--clients 64] [--requests 4] [--dtype float64] [--pin]
 
 Starts `atomistic serve` twice in a subprocess on loopback — once with the default batcher,
 once with the batch budget cut to one structure — and sends the same load each time from this
@@ -119,20 +119,21 @@ def main() -> None:
     parser.add_argument("--model", default="default")
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--requests", type=int, default=4)
+    parser.add_argument("--dtype", default=os.environ.get("ATOMISTIC_DTYPE", "float64"), help="the server's dtype (float64 or float32)")
     parser.add_argument("--pin", action="store_true", help="server on CPU 0 (ATOMISTIC_TORCH_THREADS=1), load generator on the other CPUs")
     args = parser.parse_args()
-    server_cpus, settings = None, {}
+    server_cpus, settings = None, {"dtype": args.dtype}
     if args.pin:
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) < 2:
             parser.error("--pin needs at least two CPUs")
-        server_cpus, settings = {cpus[0]}, {"torch_threads": 1}
+        server_cpus, settings = {cpus[0]}, {**settings, "torch_threads": 1}
         os.sched_setaffinity(0, set(cpus[1:]))
     batched, mean_batch, e_batched = run_load(args.model, args.clients, args.requests, server_cpus, max_wait_ms=5.0, **settings)
     single, mean_single, e_single = run_load(args.model, args.clients, args.requests, server_cpus, max_batch_atoms=8, **settings)
     worst = max(abs(a - b) for a, b in zip(e_batched, e_single, strict=True))
     where = "server pinned to one CPU, clients on the others" if args.pin else "server and clients sharing all CPUs"
-    print(f"model {args.model}, {args.clients} clients x {args.requests} requests of one 8-atom structure ({where})")
+    print(f"model {args.model} ({args.dtype}), {args.clients} clients x {args.requests} requests of one 8-atom structure ({where})")
     print(f"micro-batched:   {batched:8.1f} structures/s (mean batch {mean_batch:.1f} structures)")
     print(f"one at a time:   {single:8.1f} structures/s (mean batch {mean_single:.1f} structures)")
     print(f"ratio batched / one-at-a-time: {batched / single:.2f}; largest energy difference {worst:.2e} eV")
