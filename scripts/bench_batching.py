@@ -7,7 +7,8 @@ For each batch size, the time per structure of a forward + forces pass over batc
 8-atom Si cells (graph construction and result splitting included, as in the server's batch
 worker; median of repeats), once with glibc's default allocator behaviour and once with
 ``atomistic.runtime.retain_freed_memory`` (each in its own subprocess, since the setting is
-process-wide). Prints ms/structure and the ratio to one structure per pass.
+process-wide). Prints ms/structure and the ratio to one structure per pass, and the memory
+each mode holds: peak and end-of-run resident set after 40 passes over random batch sizes.
 """
 
 from __future__ import annotations
@@ -23,9 +24,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(model: str, batches: list[int], threads: int, dtype: str, retain: bool, repeats: int) -> dict[int, float]:
-    """ms per structure for each batch size, in this process."""
+def resident_mb() -> float:
+    """Current resident set of this process, MB (Linux)."""
+    return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
+
+
+def measure(model: str, batches: list[int], threads: int, dtype: str, retain: bool, repeats: int) -> dict[str, float]:
+    """ms per structure for each batch size, in this process; then peak and final resident
+    memory (MB) after 40 passes over random batch sizes drawn from ``batches``."""
     sys.path.insert(0, str(ROOT))
+    import random
+    import resource
+
     import torch
     from ase.build import bulk
 
@@ -60,7 +70,12 @@ def measure(model: str, batches: list[int], threads: int, dtype: str, retain: bo
             start = time.perf_counter()
             one_pass(batch)
             times.append(time.perf_counter() - start)
-        out[size] = 1000 * statistics.median(times) / size
+        out[str(size)] = 1000 * statistics.median(times) / size
+    draw = random.Random(0)
+    for _ in range(40):
+        one_pass(structures[: draw.choice(batches)])
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["final_rss_mb"] = resident_mb()
     return out
 
 
@@ -82,7 +97,8 @@ def main() -> None:
     for mode in ("default", "retain"):
         command = [sys.executable, __file__, "--child", mode, *sys.argv[1:]]
         completed = subprocess.run(command, capture_output=True, text=True, check=True)
-        rows[mode] = {int(k): v for k, v in json.loads(completed.stdout.strip().splitlines()[-1]).items()}
+        measured = json.loads(completed.stdout.strip().splitlines()[-1])
+        rows[mode] = {(int(k) if k.isdigit() else k): v for k, v in measured.items()}
     print(f"model {args.model}, {args.dtype}, {args.threads} thread(s), 8-atom Si cells, forward + forces")
     print(f"{'allocator':>26} " + " ".join(f"{f'batch {b}':>10}" for b in batches) + "   (ms per structure)")
     for mode, label in (("default", "glibc default"), ("retain", "retain_freed_memory")):
@@ -91,6 +107,8 @@ def main() -> None:
         ceiling = ", ".join(f"batch {b}: {rows[mode][batches[0]] / rows[mode][b]:.2f}x" for b in batches[1:])
         print(f"gain over batch {batches[0]} ({label}): {ceiling}")
     print("retain_freed_memory / default time: " + ", ".join(f"batch {b}: {rows['retain'][b] / rows['default'][b]:.2f}" for b in batches))
+    for mode, label in (("default", "glibc default"), ("retain", "retain_freed_memory")):
+        print(f"memory after 40 random-size passes ({label}): peak {rows[mode]['peak_mb']:.0f} MB, resident at the end {rows[mode]['final_rss_mb']:.0f} MB")
 
 
 if __name__ == "__main__":
