@@ -89,16 +89,25 @@ def test_convolution_parity(backend, case, dtype):
 
     expected, actual = truth(h, y, w, centre, neighbour), fast(h, y, w, centre, neighbour)
     _close(actual, expected, forward_tol, "forward")
-    probe = torch.randn(expected.shape, generator=generator, dtype=dtype).to(DEVICE)
+    # the probe stands for dE/d(output), which itself depends on the parameters in training
+    probe = torch.randn(expected.shape, generator=generator, dtype=dtype).to(DEVICE).requires_grad_()
     grads_expected = torch.autograd.grad(expected, (h, y, w), probe, create_graph=True)
     grads_actual = torch.autograd.grad(actual, (h, y, w), probe, create_graph=True)
     for name, a, e in zip(("node", "edge", "weight"), grads_actual, grads_expected, strict=True):
         _close(a, e, derivative_tol, f"d/d{name}")
-    # second derivatives: what a force loss differentiates during training
-    second_expected = torch.autograd.grad(sum((g**2).sum() for g in grads_expected), (h, y, w))
-    second_actual = torch.autograd.grad(sum((g**2).sum() for g in grads_actual), (h, y, w))
-    for name, a, e in zip(("node", "edge", "weight"), second_actual, second_expected, strict=True):
-        _close(a, e, derivative_tol, f"second derivative d/d{name}")
+    # second derivatives: what a force loss differentiates during training (each upstream
+    # gradient on its own too, so that every term of the double backward is checked)
+    weights = [torch.randn(g.shape, generator=generator, dtype=dtype).to(DEVICE) for g in grads_expected]
+    for mask in ((1, 1, 1), (1, 0, 0), (0, 1, 0), (0, 0, 1)):
+        loss_expected = sum(m * (c * g**2).sum() for m, c, g in zip(mask, weights, grads_expected, strict=True) if m)
+        loss_actual = sum(m * (c * g**2).sum() for m, c, g in zip(mask, weights, grads_actual, strict=True) if m)
+        second_expected = torch.autograd.grad(loss_expected, (h, y, w, probe), allow_unused=True, retain_graph=True)
+        second_actual = torch.autograd.grad(loss_actual, (h, y, w, probe), allow_unused=True, retain_graph=True)
+        for name, a, e in zip(("node", "edge", "weight", "probe"), second_actual, second_expected, strict=True):
+            if e is None:
+                assert a is None or float(a.abs().max()) == 0.0, f"{mask} second derivative d/d{name}"
+            else:
+                _close(a, e, derivative_tol, f"{mask} second derivative d/d{name}")
 
 
 @pytest.mark.parametrize("backend", ["e3nn", *FAST_BACKENDS])

@@ -5,10 +5,10 @@ under the per-edge weights term by term (the non-zero Clebsch–Gordan coefficie
 spec) and sums into the receiver without writing per-edge messages to memory.  Edges are
 walked in receiver order (and in sender order for the node-feature gradient), so each thread
 owns the rows it writes.  Channels are the innermost, contiguous loop (node features are
-transposed to ``ir_mul`` inside the operation).  The first backward pass runs in C++ too; when
-the backward is itself differentiated (training with a force loss) it falls back to the
-``reference`` backend's differentiable operations.  The symmetric contraction is the
-``reference`` one.
+transposed to ``ir_mul`` inside the operation).  The backward pass runs in C++ too, and so does
+its derivative (training with a force loss): the convolution is trilinear, so the derivatives
+of its vector–Jacobian product are the same two kernels at swapped arguments
+(``_FusedConvolutionTranspose``).  The symmetric contraction is the ``reference`` one.
 
 The extension is compiled with the system C++ compiler on first use (``torch.utils.
 cpp_extension``, about a minute; cached in ``$TORCH_EXTENSIONS_DIR``).
@@ -24,7 +24,6 @@ import torch
 from e3nn import o3
 
 from atomistic.kernels.base import TensorProductConvolution
-from atomistic.kernels.reference import reference_vector_jacobian
 from atomistic.kernels.spec import ConvolutionSpec, sparse_terms
 
 SOURCE = Path(__file__).parent / "csrc" / "fused_convolution.cpp"
@@ -79,39 +78,97 @@ def _csr(index: torch.Tensor, n_nodes: int) -> tuple[torch.Tensor, torch.Tensor]
     return order, pointers
 
 
+def _convolve(module, node_features, edge_attrs, edge_weights, centre, neighbour) -> torch.Tensor:
+    """``T(h, Y, w)``: the fused forward, ``node_features [n_nodes, irreps_node.dim]`` (mul_ir)
+    → ``[n_nodes, irreps_out.dim]`` (mul_ir).  No autograd."""
+    n_nodes = node_features.shape[0]
+    h = node_features.index_select(1, module.node_to_ir_mul).contiguous()
+    by_centre, centre_ptr = _csr(centre, n_nodes)
+    out = extension().fused_forward(
+        h, edge_attrs.contiguous(), edge_weights.contiguous(), neighbour.contiguous(), by_centre, centre_ptr,
+        module.paths, module.terms, module.coefs.to(h.dtype), module.path_terms, module.out_dim,
+    )
+    return out.index_select(1, module.out_from_ir_mul)
+
+
+def _transpose(module, grad, node_features, edge_attrs, edge_weights, centre, neighbour, need_h, need_y, need_w):
+    """``(T_h*, T_Y*, T_w*)(grad)``: the fused vector–Jacobian products of ``T`` at ``(h, Y, w)``
+    for ``grad [n_nodes, irreps_out.dim]`` (mul_ir); each is None unless asked for.  No autograd."""
+    h = node_features.index_select(1, module.node_to_ir_mul).contiguous()
+    g = grad.index_select(1, module.out_to_ir_mul).contiguous()
+    by_neighbour, neighbour_ptr = _csr(neighbour, node_features.shape[0])
+    grad_h, grad_y, grad_w = extension().fused_backward(
+        g, h, edge_attrs.contiguous(), edge_weights.contiguous(), centre.contiguous(), neighbour.contiguous(),
+        by_neighbour, neighbour_ptr, module.paths, module.terms, module.coefs.to(h.dtype), module.path_terms,
+        need_h, need_y, need_w,
+    )
+    return (grad_h.index_select(1, module.node_from_ir_mul) if need_h else None, grad_y if need_y else None, grad_w if need_w else None)
+
+
+def _add(total, term):
+    return term if total is None else total + term
+
+
 class _FusedConvolution(torch.autograd.Function):
     @staticmethod
     def forward(ctx, node_features, edge_attrs, edge_weights, centre, neighbour, module):
-        n_nodes = node_features.shape[0]
-        h = node_features.index_select(1, module.node_to_ir_mul).contiguous()
-        y, w = edge_attrs.contiguous(), edge_weights.contiguous()
-        by_centre, centre_ptr = _csr(centre, n_nodes)
-        coefs = module.coefs.to(h.dtype)
-        out = extension().fused_forward(
-            h, y, w, neighbour.contiguous(), by_centre, centre_ptr, module.paths, module.terms, coefs, module.path_terms, module.out_dim
-        )
         ctx.save_for_backward(node_features, edge_attrs, edge_weights, centre, neighbour)
         ctx.module = module
-        return out.index_select(1, module.out_from_ir_mul)
+        return _convolve(module, node_features, edge_attrs, edge_weights, centre, neighbour)
 
     @staticmethod
     def backward(ctx, grad):
         node_features, edge_attrs, edge_weights, centre, neighbour = ctx.saved_tensors
-        module = ctx.module
-        if torch.is_grad_enabled():  # the backward itself will be differentiated: reference fallback
-            grads = reference_vector_jacobian(module.reference, grad, node_features, edge_attrs, edge_weights, centre, neighbour)
-            return (*grads, None, None, None)
+        if torch.is_grad_enabled():  # the backward will be differentiated (force loss): a fused, differentiable VJP
+            grads = _FusedConvolutionTranspose.apply(grad, node_features, edge_attrs, edge_weights, centre, neighbour, ctx.module)
+            return (*(g if need else None for g, need in zip(grads, ctx.needs_input_grad[:3], strict=True)), None, None, None)
         need_h, need_y, need_w = ctx.needs_input_grad[:3]
-        h = node_features.index_select(1, module.node_to_ir_mul).contiguous()
-        g = grad.index_select(1, module.out_to_ir_mul).contiguous()
-        by_neighbour, neighbour_ptr = _csr(neighbour, node_features.shape[0])
-        grad_h, grad_y, grad_w = extension().fused_backward(
-            g, h, edge_attrs.contiguous(), edge_weights.contiguous(), centre.contiguous(), neighbour.contiguous(),
-            by_neighbour, neighbour_ptr, module.paths, module.terms, module.coefs.to(h.dtype), module.path_terms,
-            need_h, need_y, need_w,
-        )
-        grad_h = grad_h.index_select(1, module.node_from_ir_mul) if need_h else None
-        return grad_h, grad_y if need_y else None, grad_w if need_w else None, None, None, None
+        grads = _transpose(ctx.module, grad, node_features, edge_attrs, edge_weights, centre, neighbour, need_h, need_y, need_w)
+        return (*grads, None, None, None)
+
+
+class _FusedConvolutionTranspose(torch.autograd.Function):
+    """The vector–Jacobian product ``(T_h*, T_Y*, T_w*)(g)`` of the trilinear convolution ``T``
+    as a differentiable operation, so that a force loss trains through fused kernels.
+
+    ``T`` is linear in each of ``h``, ``Y``, ``w``, so the derivatives of its transposes are
+    the same kernels at swapped arguments: with upstream gradients ``(a_h, a_Y, a_w)``,
+
+        ∂/∂g = T(a_h, Y, w) + T(h, a_Y, w) + T(h, Y, a_w)
+        ∂/∂h = T_h*(g; a_Y, w) + T_h*(g; Y, a_w)
+        ∂/∂Y = T_Y*(g; a_h, w) + T_Y*(g; h, a_w)
+        ∂/∂w = T_w*(g; a_h, Y) + T_w*(g; h, a_Y)
+
+    (three fused forward and three fused transpose calls).  Differentiable once more only
+    through this rule; third derivatives are not supported.
+    """
+
+    @staticmethod
+    def forward(ctx, grad, node_features, edge_attrs, edge_weights, centre, neighbour, module):
+        ctx.save_for_backward(grad, node_features, edge_attrs, edge_weights, centre, neighbour)
+        ctx.module = module
+        ctx.set_materialize_grads(False)  # an unused output arrives as None: its terms are skipped
+        return _transpose(module, grad, node_features, edge_attrs, edge_weights, centre, neighbour, True, True, True)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, a_h, a_y, a_w):
+        g, h, y, w, centre, neighbour = ctx.saved_tensors
+        module = ctx.module
+        grad_g = grad_h = grad_y = grad_w = None
+        if a_h is not None:
+            grad_g = _add(grad_g, _convolve(module, a_h, y, w, centre, neighbour))
+            _, d_y, d_w = _transpose(module, g, a_h, y, w, centre, neighbour, False, True, True)
+            grad_y, grad_w = _add(grad_y, d_y), _add(grad_w, d_w)
+        if a_y is not None:
+            grad_g = _add(grad_g, _convolve(module, h, a_y, w, centre, neighbour))
+            d_h, _, d_w = _transpose(module, g, h, a_y, w, centre, neighbour, True, False, True)
+            grad_h, grad_w = _add(grad_h, d_h), _add(grad_w, d_w)
+        if a_w is not None:
+            grad_g = _add(grad_g, _convolve(module, h, y, a_w, centre, neighbour))
+            d_h, d_y, _ = _transpose(module, g, h, y, a_w, centre, neighbour, True, True, False)
+            grad_h, grad_y = _add(grad_h, d_h), _add(grad_y, d_y)
+        return grad_g, grad_h, grad_y, grad_w, None, None, None
 
 
 class CpuFusedConvolution(TensorProductConvolution):
@@ -119,8 +176,6 @@ class CpuFusedConvolution(TensorProductConvolution):
 
     def __init__(self, spec: ConvolutionSpec):
         super().__init__(spec)
-        from atomistic.kernels.reference import DenseConvolution
-
         spec.require_edge_multiplicity_one("the cpu convolution")
         extension()  # compile now, not inside the first forward
         node_irreps = o3.Irreps(spec.irreps_node)
@@ -141,7 +196,6 @@ class CpuFusedConvolution(TensorProductConvolution):
         self.node_from_ir_mul = self.node_to_ir_mul.argsort()
         self.out_to_ir_mul = _ir_mul_index(spec.irreps_out)
         self.out_from_ir_mul = self.out_to_ir_mul.argsort()
-        self.reference = DenseConvolution(spec)
 
     def forward(self, node_features, edge_attrs, edge_weights, centre, neighbour):
         if not node_features.device.type == "cpu":

@@ -3,6 +3,9 @@
 ```yaml
 seed: 0                      # split, shuffling and initialisation
 dtype: float32               # float32 | float64
+backend: auto                # kernel backend: auto (the fused C++ kernel on CPU when it compiles,
+                             # with a fused double backward for the force loss; else reference)
+                             # | reference | cpu | cueq | triton | e3nn
 run_dir: runs/my-model       # state.pt (resume), metrics.jsonl, parity plots
 output: checkpoints/my-model # best model (EMA weights), written as training goes
 epochs: 100
@@ -63,6 +66,7 @@ from typing import Any
 
 import yaml
 
+from atomistic.kernels import available_backends
 from atomistic.keys import TENSOR_KEYS
 
 TENSOR_HEAD_OPTIONS = {"basis", "channels", "hidden", "lmax", "pairs"}
@@ -135,6 +139,7 @@ class TrainConfig:
     data: DataConfig
     seed: int = 0
     dtype: str = "float32"
+    backend: str = "auto"
     run_dir: str = "runs/model"
     output: str = "checkpoints/model"
     epochs: int = 100
@@ -182,6 +187,7 @@ def _build(cls, raw: Any, where: str):
 def _check(config: TrainConfig) -> TrainConfig:
     rules = [
         (config.dtype in ("float32", "float64"), "dtype", "must be float32 or float64"),
+        (config.backend == "auto" or config.backend in available_backends(), "backend", f"must be auto or one available here: {list(available_backends())}"),
         (config.epochs >= 1, "epochs", "must be >= 1"),
         (config.batch_size >= 1, "batch_size", "must be >= 1"),
         (len(config.data.train) >= 1, "data.train", "needs at least one file"),

@@ -112,7 +112,7 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     if init is not None:
         from atomistic.training.transfer import extend_species
 
-        potential = load_potential(init, dtype=dtype)
+        potential = load_potential(init, dtype=dtype, backend=config.backend)
         new = sorted(set(stats["species"]) - set(potential.atomic_numbers))
         if new:  # new elements start fresh, with E0s from this data
             # E0s of the new elements from this data; zeros when the energy head is dropped anyway
@@ -137,7 +137,7 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     for key, options in m.tensor_heads.items():  # the data's scale is part of the architecture
         architecture["heads"][key] = {**options, "scale": round(float(stats["tensor_scales"][key]), 6)}
     torch.manual_seed(config.seed)
-    potential = build_potential(architecture, name=name, dtype=dtype)
+    potential = build_potential(architecture, name=name, dtype=dtype, backend=config.backend)
     if m.energy_head:
         head = potential.heads["energy"]
         head.e0s.copy_(torch.as_tensor(stats["e0s"], dtype=head.e0s.dtype))
