@@ -78,12 +78,12 @@ def _csr(index: torch.Tensor, n_nodes: int) -> tuple[torch.Tensor, torch.Tensor]
     return order, pointers
 
 
-def _convolve(module, node_features, edge_attrs, edge_weights, centre, neighbour) -> torch.Tensor:
+def _convolve(module, node_features, edge_attrs, edge_weights, centre, neighbour, centre_csr=None) -> torch.Tensor:
     """``T(h, Y, w)``: the fused forward, ``node_features [n_nodes, irreps_node.dim]`` (mul_ir)
-    → ``[n_nodes, irreps_out.dim]`` (mul_ir).  No autograd."""
-    n_nodes = node_features.shape[0]
+    → ``[n_nodes, irreps_out.dim]`` (mul_ir); ``centre_csr``: ``_csr(centre)`` when the caller
+    has it.  No autograd."""
     h = node_features.index_select(1, module.node_to_ir_mul).contiguous()
-    by_centre, centre_ptr = _csr(centre, n_nodes)
+    by_centre, centre_ptr = centre_csr if centre_csr is not None else _csr(centre, node_features.shape[0])
     out = extension().fused_forward(
         h, edge_attrs.contiguous(), edge_weights.contiguous(), neighbour.contiguous(), by_centre, centre_ptr,
         module.paths, module.terms, module.coefs.to(h.dtype), module.path_terms, module.out_dim,
@@ -91,12 +91,13 @@ def _convolve(module, node_features, edge_attrs, edge_weights, centre, neighbour
     return out.index_select(1, module.out_from_ir_mul)
 
 
-def _transpose(module, grad, node_features, edge_attrs, edge_weights, centre, neighbour, need_h, need_y, need_w):
+def _transpose(module, grad, node_features, edge_attrs, edge_weights, centre, neighbour, need_h, need_y, need_w, neighbour_csr=None):
     """``(T_h*, T_Y*, T_w*)(grad)``: the fused vector–Jacobian products of ``T`` at ``(h, Y, w)``
-    for ``grad [n_nodes, irreps_out.dim]`` (mul_ir); each is None unless asked for.  No autograd."""
+    for ``grad [n_nodes, irreps_out.dim]`` (mul_ir); each is None unless asked for;
+    ``neighbour_csr``: ``_csr(neighbour)`` when the caller has it.  No autograd."""
     h = node_features.index_select(1, module.node_to_ir_mul).contiguous()
     g = grad.index_select(1, module.out_to_ir_mul).contiguous()
-    by_neighbour, neighbour_ptr = _csr(neighbour, node_features.shape[0])
+    by_neighbour, neighbour_ptr = neighbour_csr if neighbour_csr is not None else _csr(neighbour, node_features.shape[0])
     grad_h, grad_y, grad_w = extension().fused_backward(
         g, h, edge_attrs.contiguous(), edge_weights.contiguous(), centre.contiguous(), neighbour.contiguous(),
         by_neighbour, neighbour_ptr, module.paths, module.terms, module.coefs.to(h.dtype), module.path_terms,
@@ -148,25 +149,27 @@ class _FusedConvolutionTranspose(torch.autograd.Function):
         ctx.save_for_backward(grad, node_features, edge_attrs, edge_weights, centre, neighbour)
         ctx.module = module
         ctx.set_materialize_grads(False)  # an unused output arrives as None: its terms are skipped
-        return _transpose(module, grad, node_features, edge_attrs, edge_weights, centre, neighbour, True, True, True)
+        n_nodes = node_features.shape[0]  # the edge orderings, sorted once for every call below
+        ctx.centre_csr, ctx.neighbour_csr = _csr(centre, n_nodes), _csr(neighbour, n_nodes)
+        return _transpose(module, grad, node_features, edge_attrs, edge_weights, centre, neighbour, True, True, True, ctx.neighbour_csr)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, a_h, a_y, a_w):
         g, h, y, w, centre, neighbour = ctx.saved_tensors
-        module = ctx.module
+        module, by_centre, by_neighbour = ctx.module, ctx.centre_csr, ctx.neighbour_csr
         grad_g = grad_h = grad_y = grad_w = None
         if a_h is not None:
-            grad_g = _add(grad_g, _convolve(module, a_h, y, w, centre, neighbour))
-            _, d_y, d_w = _transpose(module, g, a_h, y, w, centre, neighbour, False, True, True)
+            grad_g = _add(grad_g, _convolve(module, a_h, y, w, centre, neighbour, by_centre))
+            _, d_y, d_w = _transpose(module, g, a_h, y, w, centre, neighbour, False, True, True, by_neighbour)
             grad_y, grad_w = _add(grad_y, d_y), _add(grad_w, d_w)
         if a_y is not None:
-            grad_g = _add(grad_g, _convolve(module, h, a_y, w, centre, neighbour))
-            d_h, _, d_w = _transpose(module, g, h, a_y, w, centre, neighbour, True, False, True)
+            grad_g = _add(grad_g, _convolve(module, h, a_y, w, centre, neighbour, by_centre))
+            d_h, _, d_w = _transpose(module, g, h, a_y, w, centre, neighbour, True, False, True, by_neighbour)
             grad_h, grad_w = _add(grad_h, d_h), _add(grad_w, d_w)
         if a_w is not None:
-            grad_g = _add(grad_g, _convolve(module, h, y, a_w, centre, neighbour))
-            d_h, d_y, _ = _transpose(module, g, h, y, a_w, centre, neighbour, True, True, False)
+            grad_g = _add(grad_g, _convolve(module, h, y, a_w, centre, neighbour, by_centre))
+            d_h, d_y, _ = _transpose(module, g, h, y, a_w, centre, neighbour, True, True, False, by_neighbour)
             grad_h, grad_y = _add(grad_h, d_h), _add(grad_y, d_y)
         return grad_g, grad_h, grad_y, grad_w, None, None, None
 
