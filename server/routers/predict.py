@@ -89,22 +89,19 @@ async def predict(body: PredictRequest, request: Request, state: ServerState = D
         raise HTTPException(503, detail=str(err), headers={"Retry-After": "1"}) from None
     all_done = asyncio.gather(*futures, return_exceptions=True)
     watcher = asyncio.ensure_future(_client_gone(request))
+    done: set = set()
     try:
         done, _ = await asyncio.wait({all_done, watcher}, timeout=state.settings.request_timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        if all_done not in done:
-            if watcher in done:  # the client left: drop its work; there is nobody to answer
-                for future in futures:
-                    future.cancel()
-                all_done.cancel()
-                return Response(status_code=CLIENT_CLOSED_REQUEST)
-            raise HTTPException(504, detail=f"request took longer than {state.settings.request_timeout_s} s")
-    except BaseException:
-        for future in futures:
-            future.cancel()  # the worker drops cancelled items before computing them
-        all_done.cancel()
-        raise
     finally:
         watcher.cancel()
+        if all_done not in done:  # timed out, client gone or request cancelled
+            for future in futures:
+                future.cancel()  # the worker drops cancelled items before computing them
+            all_done.cancel()
+    if all_done not in done:
+        if watcher in done:  # the client left: there is nobody to answer
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        raise HTTPException(504, detail=f"request took longer than {state.settings.request_timeout_s} s")
     results = []
     for future in futures:
         error = future.exception()
