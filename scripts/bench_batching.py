@@ -29,9 +29,9 @@ def resident_mb() -> float:
     return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
 
 
-def measure(model: str, batches: list[int], threads: int, dtype: str, retain: bool, repeats: int) -> dict[str, float]:
-    """ms per structure for each batch size, in this process; then peak and final resident
-    memory (MB) after 40 passes over random batch sizes drawn from ``batches``."""
+def measure(model: str, batches: list[int], threads: int, dtype: str, retain: bool, repeats: int) -> dict:
+    """In this process: ``ms_per_structure`` for each batch size, then ``peak_mb`` and
+    ``final_rss_mb`` (resident memory) after 40 passes over random batch sizes from ``batches``."""
     sys.path.insert(0, str(ROOT))
     import random
     import resource
@@ -61,7 +61,7 @@ def measure(model: str, batches: list[int], threads: int, dtype: str, retain: bo
         outputs = potential(graph, compute_forces=True, compute_stress=False)
         return [float(r[keys.ENERGY]) for r in split_results(outputs, graph)]
 
-    out = {}
+    ms_per_structure = {}
     for size in batches:
         batch = structures[:size]
         one_pass(batch)  # warm-up at this size
@@ -70,13 +70,12 @@ def measure(model: str, batches: list[int], threads: int, dtype: str, retain: bo
             start = time.perf_counter()
             one_pass(batch)
             times.append(time.perf_counter() - start)
-        out[str(size)] = 1000 * statistics.median(times) / size
+        ms_per_structure[size] = 1000 * statistics.median(times) / size
     draw = random.Random(0)
     for _ in range(40):
         one_pass(structures[: draw.choice(batches)])
-    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out["final_rss_mb"] = resident_mb()
-    return out
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"ms_per_structure": ms_per_structure, "peak_mb": peak_mb, "final_rss_mb": resident_mb()}
 
 
 def main() -> None:
@@ -93,22 +92,23 @@ def main() -> None:
         result = measure(args.model, batches, args.threads, args.dtype, args.child == "retain", args.repeats)
         print(json.dumps(result))
         return
-    rows = {}
-    for mode in ("default", "retain"):
+    modes = {"default": "glibc default", "retain": "retain_freed_memory"}
+    measured, ms = {}, {}
+    for mode in modes:
         command = [sys.executable, __file__, "--child", mode, *sys.argv[1:]]
         completed = subprocess.run(command, capture_output=True, text=True, check=True)
-        measured = json.loads(completed.stdout.strip().splitlines()[-1])
-        rows[mode] = {(int(k) if k.isdigit() else k): v for k, v in measured.items()}
+        measured[mode] = json.loads(completed.stdout.strip().splitlines()[-1])
+        ms[mode] = {int(size): value for size, value in measured[mode]["ms_per_structure"].items()}  # JSON keys are strings
     print(f"model {args.model}, {args.dtype}, {args.threads} thread(s), 8-atom Si cells, forward + forces")
     print(f"{'allocator':>26} " + " ".join(f"{f'batch {b}':>10}" for b in batches) + "   (ms per structure)")
-    for mode, label in (("default", "glibc default"), ("retain", "retain_freed_memory")):
-        print(f"{label:>26} " + " ".join(f"{rows[mode][b]:>10.2f}" for b in batches))
-    for mode, label in (("default", "glibc default"), ("retain", "retain_freed_memory")):
-        ceiling = ", ".join(f"batch {b}: {rows[mode][batches[0]] / rows[mode][b]:.2f}x" for b in batches[1:])
+    for mode, label in modes.items():
+        print(f"{label:>26} " + " ".join(f"{ms[mode][b]:>10.2f}" for b in batches))
+    for mode, label in modes.items():
+        ceiling = ", ".join(f"batch {b}: {ms[mode][batches[0]] / ms[mode][b]:.2f}x" for b in batches[1:])
         print(f"gain over batch {batches[0]} ({label}): {ceiling}")
-    print("retain_freed_memory / default time: " + ", ".join(f"batch {b}: {rows['retain'][b] / rows['default'][b]:.2f}" for b in batches))
-    for mode, label in (("default", "glibc default"), ("retain", "retain_freed_memory")):
-        print(f"memory after 40 random-size passes ({label}): peak {rows[mode]['peak_mb']:.0f} MB, resident at the end {rows[mode]['final_rss_mb']:.0f} MB")
+    print("retain_freed_memory / default time: " + ", ".join(f"batch {b}: {ms['retain'][b] / ms['default'][b]:.2f}" for b in batches))
+    for mode, label in modes.items():
+        print(f"memory after 40 random-size passes ({label}): peak {measured[mode]['peak_mb']:.0f} MB, resident at the end {measured[mode]['final_rss_mb']:.0f} MB")
 
 
 if __name__ == "__main__":

@@ -185,9 +185,10 @@ def _build(cls, raw: Any, where: str):
 
 
 def _check(config: TrainConfig) -> TrainConfig:
+    backends = available_backends()
     rules = [
         (config.dtype in ("float32", "float64"), "dtype", "must be float32 or float64"),
-        (config.backend == "auto" or config.backend in available_backends(), "backend", f"must be auto or one available here: {list(available_backends())}"),
+        (config.backend == "auto" or config.backend in backends, "backend", f"must be auto or one available here: {list(backends)}"),
         (config.epochs >= 1, "epochs", "must be >= 1"),
         (config.batch_size >= 1, "batch_size", "must be >= 1"),
         (len(config.data.train) >= 1, "data.train", "needs at least one file"),
@@ -209,9 +210,9 @@ def _check(config: TrainConfig) -> TrainConfig:
             raise ConfigError(f"model.tensor_heads: unknown output '{key}'; choose from {list(TENSOR_KEYS)}")
         if not isinstance(options, dict) or set(options) - TENSOR_HEAD_OPTIONS:
             raise ConfigError(f"model.tensor_heads.{key}: options must be a mapping with keys from {sorted(TENSOR_HEAD_OPTIONS)}")
-        if options.get("basis", "cartesian") not in ("cartesian", "spherical"):
-            raise ConfigError(f"model.tensor_heads.{key}.basis: must be cartesian or spherical")
         basis = options.get("basis", "cartesian")
+        if basis not in ("cartesian", "spherical"):
+            raise ConfigError(f"model.tensor_heads.{key}.basis: must be cartesian or spherical")
         if "lmax" in options and basis != "spherical":
             raise ConfigError(f"model.tensor_heads.{key}.lmax: applies to the spherical basis only")
         if "pairs" in options and (basis != "cartesian" or key == "piezoelectric_tensor"):
