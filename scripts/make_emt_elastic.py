@@ -85,15 +85,7 @@ def random_cell(rng) -> tuple[Atoms, str, bool]:
         base, family, per_volume = bulk("Cu", "fcc", a=1.0, cubic=True), "random-fcc", 1.0
     else:
         base, family, per_volume = bulk("Cu", "bcc", a=1.0, cubic=True).repeat((2, 2, 1)), "random-bcc", 2 ** (-1 / 3)
-    elements = rng.choice(len(METALS), size=rng.integers(2, 4), replace=False)
-    symbols = [METALS[e] for e in elements[rng.integers(len(elements), size=len(base))]]
-    while len(set(symbols)) < 2:
-        symbols = [METALS[e] for e in elements[rng.integers(len(elements), size=len(base))]]
-    cell = np.asarray(base.cell) * mean_lattice(symbols) * per_volume
-    shear = np.eye(3) + rng.normal(scale=0.03, size=(3, 3))
-    atoms = Atoms(symbols, scaled_positions=base.get_scaled_positions(), cell=cell @ shear.T, pbc=True)
-    atoms.rattle(0.05, seed=int(rng.integers(2**31)))
-    return atoms, family, False
+    return decorated_cell(base, rng, n_elements=int(rng.integers(2, 4)), min_distinct=2, per_volume=per_volume), family, False
 
 
 def random_multicomponent_cell(rng) -> tuple[Atoms, str, bool]:
@@ -101,14 +93,23 @@ def random_multicomponent_cell(rng) -> tuple[Atoms, str, bool]:
     random ±3 % cell shear and 0.05 Å rattle; relaxed in full."""
     repeat = (2, 1, 1) if rng.random() < 0.5 else (3, 1, 1)
     base = bulk("Cu", "fcc", a=1.0, cubic=True).repeat(repeat)
-    elements = rng.choice(len(METALS), size=rng.integers(3, 5), replace=False)
+    n_elements = int(rng.integers(3, 5))
+    return decorated_cell(base, rng, n_elements=n_elements, min_distinct=n_elements, per_volume=1.0), "random-fcc-multi", False
+
+
+def decorated_cell(base: Atoms, rng, n_elements: int, min_distinct: int, per_volume: float) -> Atoms:
+    """``base`` (lattice constant 1) with random occupations by ``n_elements`` distinct metals,
+    at least ``min_distinct`` of them present, scaled to their mean fcc lattice constant times
+    ``per_volume``, sheared by ±3 % and rattled by 0.05 Å."""
+    elements = rng.choice(len(METALS), size=n_elements, replace=False)
     symbols = [METALS[e] for e in elements[rng.integers(len(elements), size=len(base))]]
-    while len(set(symbols)) < len(elements):
+    while len(set(symbols)) < min_distinct:
         symbols = [METALS[e] for e in elements[rng.integers(len(elements), size=len(base))]]
+    cell = np.asarray(base.cell) * mean_lattice(symbols) * per_volume
     shear = np.eye(3) + rng.normal(scale=0.03, size=(3, 3))
-    atoms = Atoms(symbols, scaled_positions=base.get_scaled_positions(), cell=(np.asarray(base.cell) * mean_lattice(symbols)) @ shear.T, pbc=True)
+    atoms = Atoms(symbols, scaled_positions=base.get_scaled_positions(), cell=cell @ shear.T, pbc=True)
     atoms.rattle(0.05, seed=int(rng.integers(2**31)))
-    return atoms, "random-fcc-multi", False
+    return atoms
 
 
 def fingerprint(frame: Atoms) -> tuple:
