@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -15,7 +17,7 @@ from .paths import DATA
 runner = CliRunner()
 
 
-def _config(tmp_path, name: str, epochs: int = 2) -> str:
+def _config(tmp_path, name: str, epochs: int = 2, extra: str = "") -> str:
     for element in ("Li", "Si"):
         records = json.loads((DATA / "mlearn" / element / "training.json").read_text())[:8]
         (tmp_path / f"{element}.json").write_text(json.dumps(records))
@@ -33,17 +35,22 @@ data:
   valid_fraction: 0.25
 model: {{cutoff: 4.0, channels: 4, max_ell: 1, hidden_lmax: 1, num_layers: 1, correlation: 2, radial_hidden: [8]}}
 schedule: {{kind: cosine, warmup_epochs: 1}}
+{extra}
 """
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
     return str(path)
 
 
+STAGE_TWO = "stage_two: {start_epoch: 1, energy: 0.0, forces: 0.0, stress: 2.0}"
+
+
 def test_resume_matches_uninterrupted_run(tmp_path):
-    straight = _config(tmp_path, "straight")
+    # the interruption falls on the switch to stage two: the resumed run must pick it up
+    straight = _config(tmp_path, "straight", extra=STAGE_TWO)
     result = runner.invoke(app, ["train", straight])
     assert result.exit_code == 0, result.output
-    interrupted = _config(tmp_path, "interrupted")
+    interrupted = _config(tmp_path, "interrupted", extra=STAGE_TWO)
     result = runner.invoke(app, ["train", interrupted, "--stop-after-epochs", "1"])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["train", interrupted])
@@ -60,6 +67,11 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     lines = (tmp_path / "runs" / "straight" / "metrics.jsonl").read_text().strip().splitlines()
     assert len(lines) == 2 and "valid" in json.loads(lines[-1])
+    first, second = (json.loads(line) for line in lines)
+    assert first["stage"] == 1 and {"energy", "forces", "stress"} <= set(first["train"])
+    # stage two trains on the stress term alone, at weight 2
+    assert second["stage"] == 2 and set(second["train"]) == {"stress", "total"}
+    assert second["train"]["total"] == pytest.approx(2.0 * second["train"]["stress"])
     assert (tmp_path / "runs" / "straight" / "parity_forces.png").exists()
     result = runner.invoke(app, ["eval", str(tmp_path / "out" / "straight"), str(tmp_path / "Li.json"), "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["n_structures"] == 8
@@ -76,10 +88,41 @@ def test_config_errors_name_the_field(tmp_path):
     path.write_text("data: {train: [a.json]}\nloss: {kind: l1}\n")
     with pytest.raises(ConfigError, match="loss.kind"):
         load_config(path)
+    path.write_text("data: {train: [a.json]}\nepochs: 5\nstage_two: {start_epoch: 5}\n")
+    with pytest.raises(ConfigError, match=r"stage_two.start_epoch: must be null or an epoch in \[0, epochs\)"):
+        load_config(path)
+    path.write_text("data: {train: [a.json]}\nstage_two: {start_epoch: 1, energy: -1}\n")
+    with pytest.raises(ConfigError, match="stage_two: loss weights"):
+        load_config(path)
     toml = tmp_path / "ok.toml"
     toml.write_text('epochs = 3\n[data]\ntrain = [{path = "a.json", weight = 0.5}]\n')
     config = load_config(toml)
     assert config.epochs == 3 and config.data.train[0].weight == 0.5
+
+
+def test_energy_shift_is_the_mean_interaction_energy_per_atom():
+    from atomistic.data.convert import Structure
+    from atomistic.training.config import config_from_dict
+    from atomistic.training.run import build_model, prepare
+    from atomistic.training.statistics import mean_interaction_energy
+
+    e0s = np.array([-1.5, -7.0])  # H, O
+    cell = np.zeros((3, 3))
+    water = Structure(numbers=np.array([8, 1, 1]), positions=np.array([[0, 0, 0], [0.96, 0, 0], [-0.24, 0.93, 0]]), cell=cell,
+                      pbc=np.zeros(3, bool), labels={"energy": -10.0 - 3 * 0.4})
+    hydrogen = Structure(numbers=np.array([1, 1]), positions=np.array([[0, 0, 0], [0.74, 0, 0]]), cell=cell,
+                         pbc=np.zeros(3, bool), labels={"energy": -3.0 - 2 * 0.1})
+    # per atom: -0.4 and -0.1 eV below the isolated atoms
+    assert mean_interaction_energy([water, hydrogen], (1, 8), e0s) == pytest.approx(-0.25)
+
+    config = config_from_dict({"data": {"train": [str(DATA / "botnet" / "acac" / "train_300K.xyz")]},
+                               "model": {"channels": 4, "max_ell": 1, "num_layers": 1, "correlation": 2, "radial_hidden": [8]}})
+    config = dataclasses.replace(config, data=dataclasses.replace(config.data, isolated_atoms=str(DATA / "botnet" / "acac" / "isolated_atoms.xyz")))
+    train, _, stats = prepare(config)
+    assert stats["shift"] == pytest.approx(mean_interaction_energy(train, stats["species"], stats["e0s"]))
+    assert stats["shift"] < -4.0  # minus acetylacetone's atomisation energy per atom, eV
+    head = build_model(config, stats, init=None).heads["energy"]
+    assert float(head.shift) == pytest.approx(stats["shift"])
 
 
 def test_extend_species_keeps_old_predictions():

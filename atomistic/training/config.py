@@ -41,6 +41,13 @@ loss:
   tensors: 1.0               # weight of each crystal-tensor term (in units of the head's data scale)
   kind: mse                  # mse | huber
   huber_delta: 0.01
+stage_two:                   # a final stage with other loss weights (as MACE's second stage,
+                             # usually a heavier energy weight as the rate anneals); off when
+  start_epoch: null          # start_epoch is null. Weights left null keep their loss value;
+  energy: null               # the learning-rate schedule runs on unchanged.
+  forces: null
+  stress: null
+  tensors: null
 optimizer:
   learning_rate: 0.01
   weight_decay: 5.0e-7
@@ -118,6 +125,20 @@ class LossConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class StageTwoConfig:
+    start_epoch: int | None = None
+    energy: float | None = None
+    forces: float | None = None
+    stress: float | None = None
+    tensors: float | None = None
+
+    def weights(self, loss: LossConfig) -> LossConfig:
+        """The stage's loss: ``loss`` with the weights this stage sets."""
+        changed = {k: getattr(self, k) for k in ("energy", "forces", "stress", "tensors") if getattr(self, k) is not None}
+        return dataclasses.replace(loss, **changed)
+
+
+@dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
     learning_rate: float = 0.01
     weight_decay: float = 5e-7
@@ -146,6 +167,7 @@ class TrainConfig:
     batch_size: int = 4
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     loss: LossConfig = dataclasses.field(default_factory=LossConfig)
+    stage_two: StageTwoConfig = dataclasses.field(default_factory=StageTwoConfig)
     optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     early_stopping_patience: int = 30
@@ -154,7 +176,7 @@ class TrainConfig:
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
 
-_SECTIONS = {"data": DataConfig, "model": ModelConfig, "loss": LossConfig, "optimizer": OptimizerConfig, "schedule": ScheduleConfig}
+_SECTIONS = {"data": DataConfig, "model": ModelConfig, "loss": LossConfig, "stage_two": StageTwoConfig, "optimizer": OptimizerConfig, "schedule": ScheduleConfig}
 
 
 def _build(cls, raw: Any, where: str):
@@ -198,6 +220,16 @@ def _check(config: TrainConfig) -> TrainConfig:
         (config.schedule.kind in ("cosine", "plateau"), "schedule.kind", "must be cosine or plateau"),
         (config.optimizer.learning_rate > 0, "optimizer.learning_rate", "must be positive"),
         (all(f.weight >= 0 for f in config.data.train), "data.train[].weight", "must be >= 0"),
+        (
+            config.stage_two.start_epoch is None or 0 <= config.stage_two.start_epoch < config.epochs,
+            "stage_two.start_epoch",
+            "must be null or an epoch in [0, epochs)",
+        ),
+        (
+            all(w is None or w >= 0 for w in dataclasses.astuple(config.stage_two)[1:]),
+            "stage_two",
+            "loss weights must be null or >= 0",
+        ),
     ]
     for ok, field, reason in rules:
         if not ok:

@@ -35,6 +35,8 @@ class TrainingConfig:
     grad_clip: float = 10.0
     seed: int = 0
     loss: LossWeights = dataclasses.field(default_factory=LossWeights)
+    stage_two_start: int | None = None  # from this epoch on, train on stage_two_loss
+    stage_two_loss: LossWeights | None = None
     eval_every: int = 1
     max_hours: float | None = None  # stop (resumably) after this much wall time
     schedule: str = "cosine"  # cosine (with warm-up) | plateau
@@ -125,8 +127,18 @@ class Trainer:
         cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
         return c.learning_rate * (c.min_lr_ratio + (1 - c.min_lr_ratio) * cosine)
 
+    @property
+    def in_stage_two(self) -> bool:
+        start = self.config.stage_two_start
+        return start is not None and self.config.stage_two_loss is not None and self.epoch >= start
+
+    def loss_weights(self) -> LossWeights:
+        """The loss of the current epoch: the stage-two weights once that stage has started."""
+        return self.config.stage_two_loss if self.in_stage_two else self.config.loss
+
     def train_epoch(self) -> dict[str, float]:
         self.potential.train()
+        loss_weights = self.loss_weights()
         order = self.rng.permutation(len(self.train_graphs))
         steps = math.ceil(len(order) / self.config.batch_size)
         totals: dict[str, float] = {}
@@ -137,7 +149,7 @@ class Trainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             outputs = self.potential(batch, compute_forces=True, compute_stress=True, training=True)
-            terms = weighted_loss(outputs, batch, self.config.loss, self.tensor_scales)
+            terms = weighted_loss(outputs, batch, loss_weights, self.tensor_scales)
             self.optimizer.zero_grad(set_to_none=True)
             terms["total"].backward()
             torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
@@ -269,8 +281,9 @@ class Trainer:
         last: dict[str, float] = {}
         while self.epoch < self.config.epochs:
             t0 = time.time()
+            stage = 2 if self.in_stage_two else 1
             train_terms = self.train_epoch()
-            record: dict[str, Any] = {"epoch": self.epoch, "lr": self.learning_rate(self.epoch), "train": train_terms}
+            record: dict[str, Any] = {"epoch": self.epoch, "stage": stage, "lr": self.learning_rate(self.epoch), "train": train_terms}
             if self.epoch % self.config.eval_every == 0 or self.epoch == self.config.epochs:
                 valid = self.evaluate()
                 record["valid"] = valid

@@ -20,6 +20,7 @@ from atomistic.training.statistics import (
     average_num_neighbors,
     force_rms,
     least_squares_e0s,
+    mean_interaction_energy,
     tensor_scale,
 )
 
@@ -79,6 +80,7 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
         else:
             stats["e0s"] = least_squares_e0s(train, species)
             stats["e0_method"] = "least squares on training energies"
+        stats["shift"] = mean_interaction_energy(train, species, stats["e0s"])
         stats["scale"] = force_rms(train)
     return train, valid, stats
 
@@ -142,6 +144,7 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
         head = potential.heads["energy"]
         head.e0s.copy_(torch.as_tensor(stats["e0s"], dtype=head.e0s.dtype))
         head.scale.fill_(float(stats["scale"]))
+        head.shift.fill_(float(stats["shift"]))
     return potential
 
 
@@ -169,6 +172,8 @@ def train(config: TrainConfig, *, resume: bool = False, init: str | None = None,
         grad_clip=config.optimizer.grad_clip,
         seed=config.seed,
         loss=LossWeights(**dataclasses.asdict(config.loss)),
+        stage_two_start=config.stage_two.start_epoch,
+        stage_two_loss=LossWeights(**dataclasses.asdict(config.stage_two.weights(config.loss))),
         schedule=config.schedule.kind,
         plateau_factor=config.schedule.plateau_factor,
         plateau_patience=config.schedule.plateau_patience,

@@ -27,6 +27,17 @@ def least_squares_e0s(structures: Sequence[Structure], atomic_numbers: Sequence[
     return e0s
 
 
+def mean_interaction_energy(structures: Sequence[Structure], atomic_numbers: Sequence[int], e0s: np.ndarray) -> float:
+    """Mean of ``(E - Σ_i E0[z_i]) / N`` (eV/atom) over the structures with energies: the
+    readout's shift, so that the network fits variations about it rather than a large constant
+    (with isolated-atom E0s it is minus the cohesive energy per atom, several eV)."""
+    index = {z: k for k, z in enumerate(atomic_numbers)}
+    per_atom = [
+        (s.labels["energy"] - sum(e0s[index[int(z)]] for z in s.numbers)) / len(s) for s in structures if "energy" in s.labels
+    ]
+    return float(np.mean(per_atom)) if per_atom else 0.0
+
+
 def average_num_neighbors(structures: Sequence[Structure], cutoff: float) -> float:
     """Mean number of neighbours within ``cutoff`` (Å) per atom."""
     edges = sum(structure_edges(s, cutoff)[0].shape[1] for s in structures)
