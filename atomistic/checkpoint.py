@@ -174,7 +174,8 @@ def save_checkpoint(
         for k, v in potential.state_dict().items()
         if not is_derived_constant(k)
     }
-    save_file(state, str(directory / WEIGHTS))
+    # each file is written whole or not at all (a run killed mid-save keeps the previous one)
+    _replace_atomically(directory / WEIGHTS, lambda path: save_file(state, str(path)))
     head = potential.heads["energy"] if potential.has_energy else None
     manifest = {
         "format_version": FORMAT_VERSION,
@@ -200,8 +201,16 @@ def save_checkpoint(
         "code_version": __version__,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+    _replace_atomically(directory / MANIFEST, lambda path: path.write_text(text))
     return directory
+
+
+def _replace_atomically(target: Path, write) -> None:
+    """``write(tmp)`` then rename ``tmp`` over ``target`` (atomic on POSIX file systems)."""
+    tmp = target.with_name(target.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, target)
 
 
 def is_derived_constant(key: str) -> bool:

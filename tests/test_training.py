@@ -156,3 +156,38 @@ def test_init_onto_new_elements_via_cli(tmp_path):
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "out" / "both" / "manifest.json").read_text())
     assert manifest["species"] == [3, 14] and manifest["provenance"]["init"].endswith("li")
+
+
+def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
+    """SIGKILL at an arbitrary point after the first epoch's record, then ``--resume``."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    straight = _config(tmp_path, "straight", epochs=3)
+    assert runner.invoke(app, ["train", straight]).exit_code == 0
+    killed = _config(tmp_path, "killed", epochs=3)
+    command = [sys.executable, "-m", "atomistic.cli", "train", killed]
+    process = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    metrics = tmp_path / "runs" / "killed" / "metrics.jsonl"
+    deadline = time.time() + 240
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 1):
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.time() < deadline, "no epoch finished in time"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    result = runner.invoke(app, ["train", killed, "--resume"])
+    assert result.exit_code == 0, result.output
+    a = torch.load(tmp_path / "runs" / "straight" / "state.pt", weights_only=True)
+    b = torch.load(tmp_path / "runs" / "killed" / "state.pt", weights_only=True)
+    assert a["epoch"] == b["epoch"] == 3
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+    wa = load_file(str(tmp_path / "out" / "straight" / "weights.safetensors"))
+    wb = load_file(str(tmp_path / "out" / "killed" / "weights.safetensors"))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)

@@ -45,6 +45,14 @@ class TrainingConfig:
     early_stopping_patience: int | None = None  # epochs without a better validation score
 
 
+def _record_epoch(line: str) -> float:
+    """The epoch of a metrics record; infinity for a line that is not a whole record."""
+    try:
+        return json.loads(line)["epoch"]
+    except (ValueError, KeyError, TypeError):
+        return math.inf
+
+
 class Trainer:
     """Trains ``potential`` on labelled structures; state lives in ``run_dir`` so a run can
     be resumed after interruption."""
@@ -256,6 +264,17 @@ class Trainer:
         self.plateau_bad_epochs = state["plateau_bad_epochs"]
         self.rng.bit_generator.state = state["rng"]
         return True
+
+    def drop_unsaved_records(self) -> None:
+        """Drop metrics records of epochs after the saved state (a run killed between writing
+        an epoch's record and its state redoes that epoch and writes the record again)."""
+        path = self.run_dir / "metrics.jsonl"
+        if not path.exists():
+            return
+        lines = path.read_text().splitlines()
+        kept = [line for line in lines if _record_epoch(line) <= self.epoch]  # a torn last line goes too
+        if len(kept) != len(lines):
+            path.write_text("".join(line + "\n" for line in kept))
 
     def _after_validation(self, score: float) -> bool:
         """Update best score, plateau schedule and early stopping; True if improved."""

@@ -156,8 +156,8 @@ def train(config: TrainConfig, *, resume: bool = False, init: str | None = None,
     run_dir = Path(config.run_dir)
     if (run_dir / "state.pt").exists() and not resume:
         raise ConfigError(f"run_dir '{run_dir}' already holds a run; pass --resume to continue it or choose another run_dir")
-    if resume and not (run_dir / "state.pt").exists():
-        raise ConfigError(f"--resume: no state.pt in '{run_dir}'")
+    if resume and not (run_dir / "state.pt").exists() and not (run_dir / "config.json").exists():
+        raise ConfigError(f"--resume: no run in '{run_dir}' to resume")
     torch.manual_seed(config.seed)
     train_set, valid_set, stats = prepare(config)
     potential = build_model(config, stats, init)
@@ -183,8 +183,11 @@ def train(config: TrainConfig, *, resume: bool = False, init: str | None = None,
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
     if resume:
-        trainer.load_state()
-        log(f"resumed at epoch {trainer.epoch}")
+        if trainer.load_state():
+            log(f"resumed at epoch {trainer.epoch}")
+        else:  # killed before its first epoch was saved
+            log("no epoch of this run was saved yet; starting it from the beginning")
+    trainer.drop_unsaved_records()
     log(
         f"{len(train_set)} training / {len(valid_set)} validation structures; species {list(stats['species'])}; "
         f"avg neighbours {stats['avg_num_neighbors']:.2f}; parameters {sum(p.numel() for p in potential.parameters())}"
