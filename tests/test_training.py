@@ -94,6 +94,10 @@ def test_config_errors_name_the_field(tmp_path):
     path.write_text("data: {train: [a.json]}\nstage_two: {start_epoch: 1, energy: -1}\n")
     with pytest.raises(ConfigError, match="stage_two: loss weights"):
         load_config(path)
+    if not torch.cuda.is_available():
+        path.write_text("data: {train: [a.json]}\ndevice: cuda\n")
+        with pytest.raises(ConfigError, match="device: must be auto, cpu, or cuda"):
+            load_config(path)
     toml = tmp_path / "ok.toml"
     toml.write_text('epochs = 3\n[data]\ntrain = [{path = "a.json", weight = 0.5}]\n')
     config = load_config(toml)

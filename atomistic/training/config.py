@@ -3,6 +3,7 @@
 ```yaml
 seed: 0                      # split, shuffling and initialisation
 dtype: float32               # float32 | float64
+device: auto                 # auto (cuda when available, else cpu) | cpu | cuda | cuda:N
 backend: auto                # kernel backend: auto (the fused C++ kernel on CPU when it compiles,
                              # with a fused double backward for the force loss; else reference)
                              # | reference | cpu | cueq | triton | e3nn
@@ -71,6 +72,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
 from atomistic.kernels import available_backends
@@ -160,6 +162,7 @@ class TrainConfig:
     data: DataConfig
     seed: int = 0
     dtype: str = "float32"
+    device: str = "auto"
     backend: str = "auto"
     run_dir: str = "runs/model"
     output: str = "checkpoints/model"
@@ -171,6 +174,12 @@ class TrainConfig:
     optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     early_stopping_patience: int = 30
+
+    def resolved_device(self) -> str:
+        """The device to train on: ``device``, with ``auto`` resolved on this machine."""
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return self.device
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(dataclasses.asdict(self)))
@@ -210,6 +219,11 @@ def _check(config: TrainConfig) -> TrainConfig:
     backends = available_backends()
     rules = [
         (config.dtype in ("float32", "float64"), "dtype", "must be float32 or float64"),
+        (
+            config.device in ("auto", "cpu") or (config.device.startswith("cuda") and torch.cuda.is_available()),
+            "device",
+            "must be auto, cpu, or cuda[:N] on a machine with CUDA",
+        ),
         (config.backend == "auto" or config.backend in backends, "backend", f"must be auto or one available here: {list(backends)}"),
         (config.epochs >= 1, "epochs", "must be >= 1"),
         (config.batch_size >= 1, "batch_size", "must be >= 1"),

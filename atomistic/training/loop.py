@@ -79,8 +79,13 @@ class Trainer:
         self.n_train = len(train)
         self.parameters = [p for p in potential.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
+        self.device = potential.device
         self.ema = build_potential(
-            potential.metadata.architecture, backend=potential.metadata.backend, name=potential.metadata.name, dtype=self.dtype
+            potential.metadata.architecture,
+            backend=potential.metadata.backend,
+            name=potential.metadata.name,
+            dtype=self.dtype,
+            device=self.device,
         )
         self.ema.load_state_dict(potential.state_dict())
         for p in self.ema.parameters():
@@ -108,7 +113,8 @@ class Trainer:
         return graphs
 
     @staticmethod
-    def _collate(graphs: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    def _collate(graphs: Sequence[dict[str, torch.Tensor]], device: torch.device) -> dict[str, torch.Tensor]:
+        """One batch graph on ``device`` from per-structure graphs kept on the CPU."""
         out: dict[str, torch.Tensor] = {}
         atom_offset = 0
         pieces: dict[str, list[torch.Tensor]] = {k: [] for k in graphs[0]}
@@ -121,7 +127,7 @@ class Trainer:
                 pieces[k].append(v)
             atom_offset += g[keys.POSITIONS].shape[0]
         for k, v in pieces.items():
-            out[k] = torch.cat(v, dim=1 if k == keys.EDGE_INDEX else 0)
+            out[k] = torch.cat(v, dim=1 if k == keys.EDGE_INDEX else 0).to(device, non_blocking=True)
         return out
 
     def learning_rate(self, epoch_fraction: float) -> float:
@@ -152,7 +158,7 @@ class Trainer:
         totals: dict[str, float] = {}
         for k in range(steps):
             idx = order[k * self.config.batch_size : (k + 1) * self.config.batch_size]
-            batch = self._collate([self.train_graphs[i] for i in idx])
+            batch = self._collate([self.train_graphs[i] for i in idx], self.device)
             lr = self.learning_rate(self.epoch + k / steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
@@ -184,7 +190,7 @@ class Trainer:
         e_err, f_err, s_err = [], [], []
         tensor_pairs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {k: [] for k in self.tensor_scales}
         for k in range(0, len(graphs), 8):
-            batch = self._collate(graphs[k : k + 8])
+            batch = self._collate(graphs[k : k + 8], self.device)
             out = model(batch, compute_forces=True, compute_stress=True)
             for key, pairs in tensor_pairs.items():
                 has_t = batch[f"has_{key}"]
@@ -254,7 +260,7 @@ class Trainer:
         path = self.run_dir / "state.pt"
         if not path.exists():
             return False
-        state = torch.load(path, weights_only=True)
+        state = torch.load(path, weights_only=True, map_location=self.device)
         self.potential.load_state_dict(state["model"])
         self.ema.load_state_dict(state["ema"])
         self.optimizer.load_state_dict(state["optimizer"])

@@ -114,7 +114,7 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     if init is not None:
         from atomistic.training.transfer import extend_species
 
-        potential = load_potential(init, dtype=dtype, backend=config.backend)
+        potential = load_potential(init, dtype=dtype, device=config.resolved_device(), backend=config.backend)
         new = sorted(set(stats["species"]) - set(potential.atomic_numbers))
         if new:  # new elements start fresh, with E0s from this data
             # E0s of the new elements from this data; zeros when the energy head is dropped anyway
@@ -139,7 +139,7 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     for key, options in m.tensor_heads.items():  # the data's scale is part of the architecture
         architecture["heads"][key] = {**options, "scale": round(float(stats["tensor_scales"][key]), 6)}
     torch.manual_seed(config.seed)
-    potential = build_potential(architecture, name=name, dtype=dtype, backend=config.backend)
+    potential = build_potential(architecture, name=name, dtype=dtype, device=config.resolved_device(), backend=config.backend)
     if m.energy_head:
         head = potential.heads["energy"]
         head.e0s.copy_(torch.as_tensor(stats["e0s"], dtype=head.e0s.dtype))
@@ -210,7 +210,7 @@ def train(config: TrainConfig, *, resume: bool = False, init: str | None = None,
 
     last = trainer.fit(on_best=on_best, log=log, stop_after_epochs=stop_after_epochs)
     if trainer.epoch >= config.epochs or trainer.epochs_since_best >= config.early_stopping_patience:
-        best = load_potential(config.output, dtype=config.dtype)
+        best = load_potential(config.output, dtype=config.dtype, device=config.resolved_device())
         for path in parity_plots(best, valid_set, run_dir):
             log(f"wrote {path}")
     log(f"{time.time() - started:.0f} s this run; best model in {config.output}")
