@@ -274,11 +274,36 @@ def train(
     stop_after_epochs: Annotated[int | None, typer.Option(help="Stop (resumably) after this many epochs in this call.")] = None,
 ) -> None:
     """Train a model; checkpoints, metrics.jsonl and parity plots are written as it goes."""
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bar
+
     from atomistic.training.config import load_config
     from atomistic.training.run import train as run_training
 
     try:
-        run_training(load_config(config), resume=resume, init=init, stop_after_epochs=stop_after_epochs, log=console.print)
+        settings = load_config(config)
+        # live display: epochs as a fractional bar with the current step and loss; epoch
+        # summaries (validation MAE, ETA) print above it and stay in the scroll-back
+        columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+        with Bar(*columns, console=console) as bar:
+            task = bar.add_task("starting", total=settings.epochs)
+
+            started = False
+
+            def on_step(epoch: int, step: int, steps: int, loss: float) -> None:
+                nonlocal started
+                if not started:  # a resumed run starts part-way: no speed sample for the jump
+                    bar.reset(task, completed=epoch - 1 + (step - 1) / steps)
+                    started = True
+                bar.update(
+                    task,
+                    completed=epoch - 1 + step / steps,
+                    description=f"epoch {epoch}/{settings.epochs} step {step}/{steps} loss {loss:.4g}",
+                )
+
+            run_training(
+                settings, resume=resume, init=init, stop_after_epochs=stop_after_epochs, log=bar.console.print, on_step=on_step
+            )
     except (ValueError, FileNotFoundError) as err:
         raise _fail(err) from None
 

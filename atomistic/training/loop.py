@@ -150,7 +150,9 @@ class Trainer:
         """The loss of the current epoch: the stage-two weights once that stage has started."""
         return self.config.stage_two_loss if self.in_stage_two else self.config.loss
 
-    def train_epoch(self) -> dict[str, float]:
+    def train_epoch(self, on_step=None) -> dict[str, float]:
+        """One pass over the training set; ``on_step(epoch, step, steps, loss)`` after each
+        optimisation step (``epoch`` counts from 1, ``loss`` is the step's total)."""
         self.potential.train()
         loss_weights = self.loss_weights()
         order = self.rng.permutation(len(self.train_graphs))
@@ -172,6 +174,8 @@ class Trainer:
             self.step += 1
             for name, value in terms.items():
                 totals[name] = totals.get(name, 0.0) + float(value.detach()) / steps
+            if on_step is not None:
+                on_step(self.epoch + 1, k + 1, steps, float(terms["total"].detach()))
         self.epoch += 1
         return totals
 
@@ -297,9 +301,10 @@ class Trainer:
                 self.plateau_bad_epochs = 0
         return improved
 
-    def fit(self, on_best=None, log=print, stop_after_epochs: int | None = None) -> dict[str, float]:
+    def fit(self, on_best=None, log=print, stop_after_epochs: int | None = None, on_step=None) -> dict[str, float]:
         """Train until ``config.epochs`` (or early stopping, the time budget, or
-        ``stop_after_epochs`` more epochs in this call); state is saved after every epoch."""
+        ``stop_after_epochs`` more epochs in this call); state is saved after every epoch.
+        ``on_step`` is passed to :meth:`train_epoch` (a live progress display)."""
         start = time.time()
         first_epoch = self.epoch
         metrics_path = self.run_dir / "metrics.jsonl"
@@ -307,7 +312,7 @@ class Trainer:
         while self.epoch < self.config.epochs:
             t0 = time.time()
             stage = 2 if self.in_stage_two else 1
-            train_terms = self.train_epoch()
+            train_terms = self.train_epoch(on_step)
             record: dict[str, Any] = {"epoch": self.epoch, "stage": stage, "lr": self.learning_rate(self.epoch), "train": train_terms}
             if self.epoch % self.config.eval_every == 0 or self.epoch == self.config.epochs:
                 valid = self.evaluate()

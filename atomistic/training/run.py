@@ -148,8 +148,18 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     return potential
 
 
-def train(config: TrainConfig, *, resume: bool = False, init: str | None = None, stop_after_epochs: int | None = None, log=print) -> dict[str, Any]:
-    """Run (or resume) training; returns the last validation metrics."""
+def train(
+    config: TrainConfig,
+    *,
+    resume: bool = False,
+    init: str | None = None,
+    stop_after_epochs: int | None = None,
+    log=print,
+    on_step=None,
+) -> dict[str, Any]:
+    """Run (or resume) training; returns the last validation metrics. ``log`` takes a line
+    per event (epoch summaries); ``on_step(epoch, step, steps, loss)`` is called after every
+    optimisation step."""
     from atomistic.checkpoint import load_potential, save_checkpoint
     from atomistic.training.plots import parity_plots
 
@@ -208,7 +218,7 @@ def train(config: TrainConfig, *, resume: bool = False, init: str | None = None,
         }
         save_checkpoint(model, config.output, provenance=provenance, metrics={"validation": metrics})
 
-    last = trainer.fit(on_best=on_best, log=log, stop_after_epochs=stop_after_epochs)
+    last = trainer.fit(on_best=on_best, log=log, stop_after_epochs=stop_after_epochs, on_step=on_step)
     if trainer.epoch >= config.epochs or trainer.epochs_since_best >= config.early_stopping_patience:
         best = load_potential(config.output, dtype=config.dtype, device=config.resolved_device())
         for path in parity_plots(best, valid_set, run_dir):
