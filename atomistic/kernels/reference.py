@@ -66,15 +66,6 @@ class DenseConvolution(TensorProductConvolution):
         return out.index_select(1, self.output_index)
 
 
-def reference_vector_jacobian(reference: DenseConvolution, grad, node_features, edge_attrs, edge_weights, centre, neighbour):
-    """Vector–Jacobian product of a convolution through ``reference``, keeping the graph: the
-    double-backward fallback of the fused kernels (``cpu``, ``triton``).  Returns the gradients
-    with respect to node features, edge attributes and edge weights."""
-    inputs = [t if t.requires_grad else t.detach().requires_grad_() for t in (node_features, edge_attrs, edge_weights)]
-    out = reference(*inputs, centre, neighbour)
-    return torch.autograd.grad(out, inputs, grad, create_graph=True, allow_unused=True)
-
-
 class BlockConvolution(torch.autograd.Function):
     """``out[i, c, p, m] = Σ_{e: centre_e = i} w[e, c, p] Σ_a h[e, c, a] · per_edge[e, a, p, m]``.
 

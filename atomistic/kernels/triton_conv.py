@@ -11,10 +11,10 @@ forces and stress need.
 
 Both kernels are ``torch.library`` custom operators (``atomistic::fused_convolution`` and
 ``atomistic::fused_convolution_backward``) with a registered autograd formula, so they compose
-with autograd and ``torch.compile``.  Double backward (training with a force loss): when the
-backward itself is differentiated (``create_graph=True``), the backward is computed with the
-reference backend's differentiable operations instead of the Triton kernel — a documented
-fallback that is exact but not fused.
+with autograd and ``torch.compile``.  Double backward (training with a force loss): the
+convolution ``T`` is trilinear in (node features, edge attributes, edge weights), so the
+derivative of its vector–Jacobian product is the same two kernels at swapped arguments (the
+rule of ``_backward_of_backward``, as in the ``cpu`` backend); it stays fused.
 
 The kernels run on CUDA, and on CPU under the Triton interpreter (``TRITON_INTERPRET=1``),
 which is how the parity tests exercise them on machines without a GPU.
@@ -34,7 +34,6 @@ import torch
 from e3nn import o3
 
 from atomistic.kernels.base import TensorProductConvolution
-from atomistic.kernels.reference import reference_vector_jacobian
 from atomistic.kernels.spec import ConvolutionSpec, sparse_terms
 
 _SPECS: dict[str, ConvolutionSpec] = {}
@@ -229,27 +228,49 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad):
     node_features, edge_attrs, edge_weights, centre, neighbour = ctx.saved_tensors
-    if torch.is_grad_enabled():  # the backward itself will be differentiated: reference fallback
-        reference = _reference(ctx.spec_key).to(device=node_features.device, dtype=node_features.dtype)
-        grads = reference_vector_jacobian(reference, grad, node_features, edge_attrs, edge_weights, centre, neighbour)
-        return (*grads, None, None, None)
     grad_h, grad_y, grad_w = fused_convolution_backward(grad, node_features, edge_attrs, edge_weights, centre, neighbour, ctx.spec_key)
     return grad_h, grad_y, grad_w, None, None, None
 
 
-@functools.cache
-def _reference(spec_key: str):
-    from atomistic.kernels.reference import DenseConvolution
+def _setup_backward_context(ctx, inputs, output):
+    grad, node_features, edge_attrs, edge_weights, centre, neighbour, spec_key = inputs
+    ctx.save_for_backward(grad, node_features, edge_attrs, edge_weights, centre, neighbour)
+    ctx.spec_key = spec_key
 
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        return DenseConvolution(_SPECS[spec_key])
-    finally:
-        torch.set_default_dtype(previous)
+
+def _add(total, term):
+    return term if total is None else total + term
+
+
+def _backward_of_backward(ctx, a_h, a_y, a_w):
+    """Derivative of ``(T_h*, T_Y*, T_w*)(g)`` for upstream gradients ``(a_h, a_Y, a_w)``:
+
+        ∂/∂g = T(a_h, Y, w) + T(h, a_Y, w) + T(h, Y, a_w)
+        ∂/∂h = T_h*(g; a_Y, w) + T_h*(g; Y, a_w)
+        ∂/∂Y = T_Y*(g; a_h, w) + T_Y*(g; h, a_w)
+        ∂/∂w = T_w*(g; a_h, Y) + T_w*(g; h, a_Y)
+
+    each through the fused kernels (which are differentiable in turn)."""
+    g, h, y, w, centre, neighbour = ctx.saved_tensors
+    key = ctx.spec_key
+    grad_g = grad_h = grad_y = grad_w = None
+    if a_h is not None:
+        grad_g = _add(grad_g, fused_convolution(a_h, y, w, centre, neighbour, key))
+        _, d_y, d_w = fused_convolution_backward(g, a_h, y, w, centre, neighbour, key)
+        grad_y, grad_w = _add(grad_y, d_y), _add(grad_w, d_w)
+    if a_y is not None:
+        grad_g = _add(grad_g, fused_convolution(h, a_y, w, centre, neighbour, key))
+        d_h, _, d_w = fused_convolution_backward(g, h, a_y, w, centre, neighbour, key)
+        grad_h, grad_w = _add(grad_h, d_h), _add(grad_w, d_w)
+    if a_w is not None:
+        grad_g = _add(grad_g, fused_convolution(h, y, a_w, centre, neighbour, key))
+        d_h, d_y, _ = fused_convolution_backward(g, h, y, a_w, centre, neighbour, key)
+        grad_h, grad_y = _add(grad_h, d_h), _add(grad_y, d_y)
+    return grad_g, grad_h, grad_y, grad_w, None, None, None
 
 
 fused_convolution.register_autograd(_backward, setup_context=_setup_context)
+fused_convolution_backward.register_autograd(_backward_of_backward, setup_context=_setup_backward_context)
 
 
 class TritonConvolution(TensorProductConvolution):
