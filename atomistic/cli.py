@@ -272,6 +272,9 @@ def train(
     resume: Annotated[bool, typer.Option(help="Continue the run in the config's run_dir.")] = False,
     init: Annotated[str | None, typer.Option(help="Start from this checkpoint (fine-tuning).")] = None,
     stop_after_epochs: Annotated[int | None, typer.Option(help="Stop (resumably) after this many epochs in this call.")] = None,
+    max_minutes: Annotated[
+        float | None, typer.Option(help="Stop (resumably) after the epoch that passes this wall time in this call.")
+    ] = None,
 ) -> None:
     """Train a model; checkpoints, metrics.jsonl and parity plots are written as it goes."""
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -302,7 +305,13 @@ def train(
                 )
 
             run_training(
-                settings, resume=resume, init=init, stop_after_epochs=stop_after_epochs, log=bar.console.print, on_step=on_step
+                settings,
+                resume=resume,
+                init=init,
+                stop_after_epochs=stop_after_epochs,
+                max_hours=None if max_minutes is None else max_minutes / 60,
+                log=bar.console.print,
+                on_step=on_step,
             )
     except (ValueError, FileNotFoundError) as err:
         raise _fail(err) from None

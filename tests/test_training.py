@@ -195,3 +195,12 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     wa = load_file(str(tmp_path / "out" / "straight" / "weights.safetensors"))
     wb = load_file(str(tmp_path / "out" / "killed" / "weights.safetensors"))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_max_minutes_stops_resumably_after_an_epoch(tmp_path):
+    config = _config(tmp_path, "timed", epochs=3)
+    result = runner.invoke(app, ["train", config, "--max-minutes", "0"])
+    assert result.exit_code == 0, result.output
+    assert "time budget reached" in result.output
+    state = torch.load(tmp_path / "runs" / "timed" / "state.pt", weights_only=True)
+    assert state["epoch"] == 1

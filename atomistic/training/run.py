@@ -154,6 +154,7 @@ def train(
     resume: bool = False,
     init: str | None = None,
     stop_after_epochs: int | None = None,
+    max_hours: float | None = None,
     log=print,
     on_step=None,
 ) -> dict[str, Any]:
@@ -188,6 +189,7 @@ def train(
         plateau_factor=config.schedule.plateau_factor,
         plateau_patience=config.schedule.plateau_patience,
         early_stopping_patience=config.early_stopping_patience,
+        max_hours=max_hours,
     )
     trainer = Trainer(potential, train_set, valid_set, loop_config, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
