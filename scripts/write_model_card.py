@@ -61,6 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("checkpoint")
     parser.add_argument("--bar", choices=["mlearn", "organic"], required=True)
+    parser.add_argument("--note", default="", help="training history worth knowing (a section of its own)")
     args = parser.parse_args()
     directory = Path(args.checkpoint)
     manifest = json.loads((directory / "manifest.json").read_text())
@@ -125,7 +126,7 @@ Best validation epoch: {provenance["epoch"]}; trained {provenance["trained"]} on
 
 {bar_text}
 
-## Limits
+{f"## Training history{chr(10)}{args.note}{chr(10)}{chr(10)}" if args.note else ""}## Limits
 - Elements: {species} only.
 - Trained briefly on 2 CPU cores; see the table for where it stands against published potentials.
 """
