@@ -43,9 +43,10 @@ loss:
   kind: mse                  # mse | huber
   huber_delta: 0.01
 stage_two:                   # a final stage with other loss weights (as MACE's second stage,
-                             # usually a heavier energy weight as the rate anneals); off when
-  start_epoch: null          # start_epoch is null. Weights left null keep their loss value;
-  energy: null               # the learning-rate schedule runs on unchanged.
+                             # usually a heavier energy weight as the rate anneals)
+  start_epoch: null          # the stage starts after this many epochs (null: no second stage);
+  energy: null               # weights left null keep their loss value; the learning-rate
+                             # schedule runs on unchanged
   forces: null
   stress: null
   tensors: null

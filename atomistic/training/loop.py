@@ -35,7 +35,7 @@ class TrainingConfig:
     grad_clip: float = 10.0
     seed: int = 0
     loss: LossWeights = dataclasses.field(default_factory=LossWeights)
-    stage_two_start: int | None = None  # from this epoch on, train on stage_two_loss
+    stage_two_start: int | None = None  # after this many epochs, train on stage_two_loss
     stage_two_loss: LossWeights | None = None
     eval_every: int = 1
     max_hours: float | None = None  # stop (resumably) after this much wall time
