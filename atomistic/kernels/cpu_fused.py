@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from e3nn import o3
 
-from atomistic.kernels.base import TensorProductConvolution
+from atomistic.kernels.base import TensorProductConvolution, transpose_derivative
 from atomistic.kernels.spec import ConvolutionSpec, sparse_terms
 
 SOURCE = Path(__file__).parent / "csrc" / "fused_convolution.cpp"
@@ -106,10 +106,6 @@ def _transpose(module, grad, node_features, edge_attrs, edge_weights, centre, ne
     return (grad_h.index_select(1, module.node_from_ir_mul) if need_h else None, grad_y if need_y else None, grad_w if need_w else None)
 
 
-def _add(total, term):
-    return term if total is None else total + term
-
-
 class _FusedConvolution(torch.autograd.Function):
     @staticmethod
     def forward(ctx, node_features, edge_attrs, edge_weights, centre, neighbour, module):
@@ -130,18 +126,10 @@ class _FusedConvolution(torch.autograd.Function):
 
 class _FusedConvolutionTranspose(torch.autograd.Function):
     """The vector–Jacobian product ``(T_h*, T_Y*, T_w*)(g)`` of the trilinear convolution ``T``
-    as a differentiable operation, so that a force loss trains through fused kernels.
-
-    ``T`` is linear in each of ``h``, ``Y``, ``w``, so the derivatives of its transposes are
-    the same kernels at swapped arguments: with upstream gradients ``(a_h, a_Y, a_w)``,
-
-        ∂/∂g = T(a_h, Y, w) + T(h, a_Y, w) + T(h, Y, a_w)
-        ∂/∂h = T_h*(g; a_Y, w) + T_h*(g; Y, a_w)
-        ∂/∂Y = T_Y*(g; a_h, w) + T_Y*(g; h, a_w)
-        ∂/∂w = T_w*(g; a_h, Y) + T_w*(g; h, a_Y)
-
-    (three fused forward and three fused transpose calls).  Differentiable once more only
-    through this rule; third derivatives are not supported.
+    as a differentiable operation, so that a force loss trains through fused kernels: its
+    derivative is the same kernels at swapped arguments (:func:`transpose_derivative`; three
+    fused forward and three fused transpose calls).  Differentiable once more only through
+    that rule; third derivatives are not supported.
     """
 
     @staticmethod
@@ -157,21 +145,15 @@ class _FusedConvolutionTranspose(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, a_h, a_y, a_w):
         g, h, y, w, centre, neighbour = ctx.saved_tensors
-        module, by_centre, by_neighbour = ctx.module, ctx.centre_csr, ctx.neighbour_csr
-        grad_g = grad_h = grad_y = grad_w = None
-        if a_h is not None:
-            grad_g = _add(grad_g, _convolve(module, a_h, y, w, centre, neighbour, by_centre))
-            _, d_y, d_w = _transpose(module, g, a_h, y, w, centre, neighbour, False, True, True, by_neighbour)
-            grad_y, grad_w = _add(grad_y, d_y), _add(grad_w, d_w)
-        if a_y is not None:
-            grad_g = _add(grad_g, _convolve(module, h, a_y, w, centre, neighbour, by_centre))
-            d_h, _, d_w = _transpose(module, g, h, a_y, w, centre, neighbour, True, False, True, by_neighbour)
-            grad_h, grad_w = _add(grad_h, d_h), _add(grad_w, d_w)
-        if a_w is not None:
-            grad_g = _add(grad_g, _convolve(module, h, y, a_w, centre, neighbour, by_centre))
-            d_h, d_y, _ = _transpose(module, g, h, y, a_w, centre, neighbour, True, True, False, by_neighbour)
-            grad_h, grad_y = _add(grad_h, d_h), _add(grad_y, d_y)
-        return grad_g, grad_h, grad_y, grad_w, None, None, None
+        module = ctx.module
+
+        def convolve(h, y, w):
+            return _convolve(module, h, y, w, centre, neighbour, ctx.centre_csr)
+
+        def transpose(g, h, y, w, need):
+            return _transpose(module, g, h, y, w, centre, neighbour, *need, ctx.neighbour_csr)
+
+        return (*transpose_derivative(convolve, transpose, g, h, y, w, a_h, a_y, a_w), None, None, None)
 
 
 class CpuFusedConvolution(TensorProductConvolution):

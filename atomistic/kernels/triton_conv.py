@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from e3nn import o3
 
-from atomistic.kernels.base import TensorProductConvolution
+from atomistic.kernels.base import TensorProductConvolution, transpose_derivative
 from atomistic.kernels.spec import ConvolutionSpec, sparse_terms
 
 _SPECS: dict[str, ConvolutionSpec] = {}
@@ -238,35 +238,19 @@ def _setup_backward_context(ctx, inputs, output):
     ctx.spec_key = spec_key
 
 
-def _add(total, term):
-    return term if total is None else total + term
-
-
 def _backward_of_backward(ctx, a_h, a_y, a_w):
-    """Derivative of ``(T_h*, T_Y*, T_w*)(g)`` for upstream gradients ``(a_h, a_Y, a_w)``:
-
-        ∂/∂g = T(a_h, Y, w) + T(h, a_Y, w) + T(h, Y, a_w)
-        ∂/∂h = T_h*(g; a_Y, w) + T_h*(g; Y, a_w)
-        ∂/∂Y = T_Y*(g; a_h, w) + T_Y*(g; h, a_w)
-        ∂/∂w = T_w*(g; a_h, Y) + T_w*(g; h, a_Y)
-
-    each through the fused kernels (which are differentiable in turn)."""
+    """The double backward through the fused kernels themselves (:func:`transpose_derivative`),
+    which are differentiable in turn; the backward kernel computes all three products."""
     g, h, y, w, centre, neighbour = ctx.saved_tensors
     key = ctx.spec_key
-    grad_g = grad_h = grad_y = grad_w = None
-    if a_h is not None:
-        grad_g = _add(grad_g, fused_convolution(a_h, y, w, centre, neighbour, key))
-        _, d_y, d_w = fused_convolution_backward(g, a_h, y, w, centre, neighbour, key)
-        grad_y, grad_w = _add(grad_y, d_y), _add(grad_w, d_w)
-    if a_y is not None:
-        grad_g = _add(grad_g, fused_convolution(h, a_y, w, centre, neighbour, key))
-        d_h, _, d_w = fused_convolution_backward(g, h, a_y, w, centre, neighbour, key)
-        grad_h, grad_w = _add(grad_h, d_h), _add(grad_w, d_w)
-    if a_w is not None:
-        grad_g = _add(grad_g, fused_convolution(h, y, a_w, centre, neighbour, key))
-        d_h, d_y, _ = fused_convolution_backward(g, h, y, a_w, centre, neighbour, key)
-        grad_h, grad_y = _add(grad_h, d_h), _add(grad_y, d_y)
-    return grad_g, grad_h, grad_y, grad_w, None, None, None
+
+    def convolve(h, y, w):
+        return fused_convolution(h, y, w, centre, neighbour, key)
+
+    def transpose(g, h, y, w, need):
+        return fused_convolution_backward(g, h, y, w, centre, neighbour, key)
+
+    return (*transpose_derivative(convolve, transpose, g, h, y, w, a_h, a_y, a_w), None, None, None)
 
 
 fused_convolution.register_autograd(_backward, setup_context=_setup_context)
