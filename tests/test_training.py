@@ -42,6 +42,19 @@ schedule: {{kind: cosine, warmup_epochs: 1}}
     return str(path)
 
 
+def _assert_same_training(tmp_path, first: str, second: str, epochs: int) -> None:
+    """Two runs of ``_config`` ended at ``epochs`` with bit-identical weights, training state
+    and best checkpoints."""
+    a = torch.load(tmp_path / "runs" / first / "state.pt", weights_only=True)
+    b = torch.load(tmp_path / "runs" / second / "state.pt", weights_only=True)
+    assert a["epoch"] == b["epoch"] == epochs
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    wa = load_file(str(tmp_path / "out" / first / "weights.safetensors"))
+    wb = load_file(str(tmp_path / "out" / second / "weights.safetensors"))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
 STAGE_TWO = "stage_two: {start_epoch: 1, energy: 0.0, forces: 0.0, stress: 2.0}"
 
 
@@ -57,14 +70,7 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert result.exit_code == 2 and "--resume" in result.output  # refuses to overwrite a run
     result = runner.invoke(app, ["train", interrupted, "--resume"])
     assert result.exit_code == 0, result.output
-    a = torch.load(tmp_path / "runs" / "straight" / "state.pt", weights_only=True)
-    b = torch.load(tmp_path / "runs" / "interrupted" / "state.pt", weights_only=True)
-    assert a["epoch"] == b["epoch"] == 2
-    for key in a["model"]:
-        assert torch.equal(a["model"][key], b["model"][key]), key
-    wa = load_file(str(tmp_path / "out" / "straight" / "weights.safetensors"))
-    wb = load_file(str(tmp_path / "out" / "interrupted" / "weights.safetensors"))
-    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    _assert_same_training(tmp_path, "straight", "interrupted", epochs=2)
     lines = (tmp_path / "runs" / "straight" / "metrics.jsonl").read_text().strip().splitlines()
     assert len(lines) == 2 and "valid" in json.loads(lines[-1])
     first, second = (json.loads(line) for line in lines)
@@ -185,16 +191,9 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     process.wait()
     result = runner.invoke(app, ["train", killed, "--resume"])
     assert result.exit_code == 0, result.output
-    a = torch.load(tmp_path / "runs" / "straight" / "state.pt", weights_only=True)
-    b = torch.load(tmp_path / "runs" / "killed" / "state.pt", weights_only=True)
-    assert a["epoch"] == b["epoch"] == 3
-    for key in a["model"]:
-        assert torch.equal(a["model"][key], b["model"][key]), key
+    _assert_same_training(tmp_path, "straight", "killed", epochs=3)
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2, 3]
-    wa = load_file(str(tmp_path / "out" / "straight" / "weights.safetensors"))
-    wb = load_file(str(tmp_path / "out" / "killed" / "weights.safetensors"))
-    assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
 def test_max_minutes_stops_resumably_after_an_epoch(tmp_path):

@@ -135,10 +135,13 @@ class StageTwoConfig:
     stress: float | None = None
     tensors: float | None = None
 
+    def overrides(self) -> dict[str, float]:
+        """The loss weights this stage sets (those not left null)."""
+        return {k: getattr(self, k) for k in ("energy", "forces", "stress", "tensors") if getattr(self, k) is not None}
+
     def weights(self, loss: LossConfig) -> LossConfig:
         """The stage's loss: ``loss`` with the weights this stage sets."""
-        changed = {k: getattr(self, k) for k in ("energy", "forces", "stress", "tensors") if getattr(self, k) is not None}
-        return dataclasses.replace(loss, **changed)
+        return dataclasses.replace(loss, **self.overrides())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,7 +244,7 @@ def _check(config: TrainConfig) -> TrainConfig:
             "must be null or an epoch in [0, epochs)",
         ),
         (
-            all(w is None or w >= 0 for w in dataclasses.astuple(config.stage_two)[1:]),
+            all(w >= 0 for w in config.stage_two.overrides().values()),
             "stage_two",
             "loss weights must be null or >= 0",
         ),
