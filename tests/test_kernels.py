@@ -222,3 +222,40 @@ def test_potential_equal_across_backends(backend):
     assert abs(actual["energy"] - expected["energy"]) < 1e-10
     torch.testing.assert_close(torch.as_tensor(actual["forces"]), torch.as_tensor(expected["forces"]), atol=1e-10, rtol=0)
     torch.testing.assert_close(torch.as_tensor(actual["stress"]), torch.as_tensor(expected["stress"]), atol=1e-10, rtol=0)
+
+
+def test_cpu_extension_build_directory_is_keyed_by_source(tmp_path, monkeypatch):
+    """One build per source text (shared by every checkout, the source copied inside it); a
+    changed source builds beside the old one."""
+    from atomistic.kernels import cpu_fused
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))
+    directory = cpu_fused.build_directory()
+    assert directory == cpu_fused.build_directory()
+    assert directory.parent == tmp_path / "extensions"
+    assert (directory / cpu_fused.SOURCE.name).read_bytes() == cpu_fused.SOURCE.read_bytes()
+    assert [p.name for p in directory.iterdir()] == [cpu_fused.SOURCE.name]  # no partial copies left
+
+    edited = tmp_path / "checkout" / cpu_fused.SOURCE.name
+    edited.parent.mkdir()
+    edited.write_bytes(cpu_fused.SOURCE.read_bytes() + b"\n// edited\n")
+    monkeypatch.setattr(cpu_fused, "SOURCE", edited)
+    assert cpu_fused.build_directory() != directory
+
+
+def test_cpu_extension_abandoned_build_lock_is_cleared(tmp_path):
+    """A killed build leaves torch's lock file behind; a fresh lock (a build in progress) stays."""
+    import os
+    import time
+
+    from atomistic.kernels.cpu_fused import STALE_LOCK_SECONDS, clear_abandoned_lock
+
+    assert not clear_abandoned_lock(tmp_path)  # no lock
+    lock = tmp_path / "lock"
+    lock.touch()
+    assert not clear_abandoned_lock(tmp_path) and lock.exists()
+    old = time.time() - STALE_LOCK_SECONDS - 60
+    os.utime(lock, (old, old))
+    with pytest.warns(UserWarning, match="abandoned"):
+        assert clear_abandoned_lock(tmp_path)
+    assert not lock.exists()

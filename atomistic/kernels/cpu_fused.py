@@ -11,13 +11,20 @@ of its vector–Jacobian product are the same two kernels at swapped arguments
 (``_FusedConvolutionTranspose``).  The symmetric contraction is the ``reference`` one.
 
 The extension is compiled with the system C++ compiler on first use (``torch.utils.
-cpp_extension``, about a minute; cached in ``$TORCH_EXTENSIONS_DIR``).
+cpp_extension``, about a minute) into a directory of ``$TORCH_EXTENSIONS_DIR`` named by the
+hash of its source, flags and the torch and Python versions: every checkout of the same source
+shares one build, and a changed source builds beside the old one instead of over it.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 import shutil
+import sys
+import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -27,6 +34,12 @@ from atomistic.kernels.base import TensorProductConvolution, transpose_derivativ
 from atomistic.kernels.spec import ConvolutionSpec, sparse_terms
 
 SOURCE = Path(__file__).parent / "csrc" / "fused_convolution.cpp"
+EXTENSION_NAME = "atomistic_fused_convolution"
+CFLAGS = ("-O3", "-fopenmp")
+LDFLAGS = ("-fopenmp",)
+# torch's build lock is a bare file: a build killed mid-way leaves it behind and every later
+# build waits on it forever. A build takes about a minute; a lock this old is abandoned.
+STALE_LOCK_SECONDS = 600.0
 
 
 def compiler_present() -> bool:
@@ -37,16 +50,63 @@ def compiler_present() -> bool:
     return shutil.which("c++") is not None or shutil.which("g++") is not None
 
 
+def build_directory() -> Path:
+    """Where the extension is built: ``$TORCH_EXTENSIONS_DIR/<name>_<hash>``, with a copy of the
+    source inside it.
+
+    torch names its build directory after the extension alone and compiles the source from
+    where it lies, so two checkouts at different paths would each rebuild over the other's
+    build (ninja sees a changed command line). Here the directory is keyed by what the binary
+    depends on, and compiling the copy keeps the command line the same for every checkout."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    source = SOURCE.read_bytes()
+    digest = hashlib.sha256(source)
+    for part in (torch.__version__, sys.version, *CFLAGS, *LDFLAGS):
+        digest.update(part.encode())
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    directory = root / f"{EXTENSION_NAME}_{digest.hexdigest()[:16]}"
+    directory.mkdir(parents=True, exist_ok=True)
+    copy = directory / SOURCE.name
+    if not copy.exists():  # written once: a newer copy would make ninja rebuild
+        partial = directory / f".{SOURCE.name}.{os.getpid()}"
+        partial.write_bytes(source)
+        try:
+            os.link(partial, copy)  # atomic, and fails if another process got there first
+        except FileExistsError:
+            pass
+        finally:
+            partial.unlink()
+    return directory
+
+
+def clear_abandoned_lock(directory: Path, max_age_seconds: float = STALE_LOCK_SECONDS) -> bool:
+    """Remove a build lock older than ``max_age_seconds`` (left by a killed build); True if one was."""
+    lock = directory / "lock"
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age <= max_age_seconds:
+        return False
+    warnings.warn(f"removing the build lock {lock}, abandoned {age / 60:.0f} min ago by a build that did not finish", stacklevel=2)
+    lock.unlink(missing_ok=True)
+    return True
+
+
 @functools.cache
 def extension():
-    """The compiled extension (built once per machine and cached by torch)."""
+    """The compiled extension (built once per source and machine, see ``build_directory``)."""
     from torch.utils.cpp_extension import load
 
+    directory = build_directory()
+    clear_abandoned_lock(directory)
     return load(
-        name="atomistic_fused_convolution",
-        sources=[str(SOURCE)],
-        extra_cflags=["-O3", "-fopenmp"],
-        extra_ldflags=["-fopenmp"],
+        name=EXTENSION_NAME,
+        sources=[str(directory / SOURCE.name)],
+        extra_cflags=list(CFLAGS),
+        extra_ldflags=list(LDFLAGS),
+        build_directory=str(directory),
         verbose=False,
     )
 
