@@ -75,8 +75,11 @@ def build_directory() -> Path:
             os.link(partial, copy)  # atomic, and fails if another process got there first
         except FileExistsError:
             pass
+        except OSError:  # a file system without hard links
+            if not copy.exists():
+                os.replace(partial, copy)
         finally:
-            partial.unlink()
+            partial.unlink(missing_ok=True)
     return directory
 
 
