@@ -243,19 +243,28 @@ def test_cpu_extension_build_directory_is_keyed_by_source(tmp_path, monkeypatch)
     assert cpu_fused.build_directory() != directory
 
 
-def test_cpu_extension_abandoned_build_lock_is_cleared(tmp_path):
-    """A killed build leaves torch's lock file behind; a fresh lock (a build in progress) stays."""
+def test_cpu_extension_build_waits_for_a_live_lock_and_clears_an_abandoned_one(tmp_path):
+    """torch waits forever on its build lock; a lock that goes away (a build that finished) ends
+    the wait quietly, one older than the limit (a killed build) is removed with a warning."""
     import os
+    import threading
     import time
+    import warnings
 
-    from atomistic.kernels.cpu_fused import STALE_LOCK_SECONDS, clear_abandoned_lock
+    from atomistic.kernels.cpu_fused import wait_for_other_build
 
-    assert not clear_abandoned_lock(tmp_path)  # no lock
+    wait_for_other_build(tmp_path)  # no lock: returns at once
     lock = tmp_path / "lock"
     lock.touch()
-    assert not clear_abandoned_lock(tmp_path) and lock.exists()
-    old = time.time() - STALE_LOCK_SECONDS - 60
+    threading.Timer(0.3, lock.unlink).start()  # the other build finishes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wait_for_other_build(tmp_path, max_age_seconds=60.0, poll_seconds=0.05)
+    assert not lock.exists()
+
+    lock.touch()
+    old = time.time() - 59.7  # abandoned 0.3 s from now
     os.utime(lock, (old, old))
     with pytest.warns(UserWarning, match="abandoned"):
-        assert clear_abandoned_lock(tmp_path)
+        wait_for_other_build(tmp_path, max_age_seconds=60.0, poll_seconds=0.05)
     assert not lock.exists()

@@ -83,18 +83,22 @@ def build_directory() -> Path:
     return directory
 
 
-def clear_abandoned_lock(directory: Path, max_age_seconds: float = STALE_LOCK_SECONDS) -> bool:
-    """Remove a build lock older than ``max_age_seconds`` (left by a killed build); True if one was."""
+def wait_for_other_build(directory: Path, max_age_seconds: float = STALE_LOCK_SECONDS, poll_seconds: float = 1.0) -> None:
+    """Wait while another process holds the build lock of ``directory``; once the lock is older
+    than ``max_age_seconds`` its build was killed: remove it (with a warning) and go on.
+
+    torch's own wait has no time limit, so this runs before it."""
     lock = directory / "lock"
-    try:
-        age = time.time() - lock.stat().st_mtime
-    except FileNotFoundError:
-        return False
-    if age <= max_age_seconds:
-        return False
-    warnings.warn(f"removing the build lock {lock}, abandoned {age / 60:.0f} min ago by a build that did not finish", stacklevel=2)
-    lock.unlink(missing_ok=True)
-    return True
+    while True:
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            return
+        if age > max_age_seconds:
+            warnings.warn(f"removing the build lock {lock}, abandoned {age / 60:.0f} min ago by a build that did not finish", stacklevel=2)
+            lock.unlink(missing_ok=True)
+            return
+        time.sleep(poll_seconds)
 
 
 @functools.cache
@@ -103,7 +107,7 @@ def extension():
     from torch.utils.cpp_extension import load
 
     directory = build_directory()
-    clear_abandoned_lock(directory)
+    wait_for_other_build(directory)
     return load(
         name=EXTENSION_NAME,
         sources=[str(directory / SOURCE.name)],
