@@ -44,14 +44,6 @@ def training_hours(run_dir: Path) -> float | None:
     return sum(json.loads(line)["seconds"] for line in path.read_text().splitlines() if line.strip()) / 3600
 
 
-def errors(pairs: list) -> ErrorAccumulator:
-    """Errors of (structure, prediction) pairs against the structures' labels."""
-    accumulator = ErrorAccumulator()
-    for structure, prediction in pairs:
-        accumulator.add(structure, prediction)
-    return accumulator
-
-
 def kind_table(predicted: dict[str, list]) -> str:
     """Held-out MAE by element and mlearn configuration kind (AIMD, elastic, surface, vacancy),
     from the (structure, prediction) pairs of each element."""
@@ -61,7 +53,7 @@ def kind_table(predicted: dict[str, list]) -> str:
         for pair in pairs:
             kinds.setdefault(str(pair[0].info.get("group", "-")), []).append(pair)
         for kind, members in sorted(kinds.items()):
-            m = errors(members).summary()
+            m = ErrorAccumulator.of(members).summary()
             lines.append(f"| {element} | {kind} | {len(members)} | {m['energy_mae_mev_per_atom']:.2f} | {m['force_mae_ev_per_ang']:.3f} |")
     return "\n".join(lines)
 
@@ -89,11 +81,10 @@ def main() -> None:
     properties = [p for p in ("energy", "forces", "stress") if p in potential.properties]
     for group, structures in by_source.items():
         pairs = predicted[group] = list(zip(structures, potential.predict(structures, properties=properties), strict=True))
-        m = errors(pairs).summary()
+        m = ErrorAccumulator.of(pairs).summary()
         e_mol = np.array([p["energy"] - s.labels["energy"] for s, p in pairs])
-        f = np.concatenate([(p["forces"] - s.labels["forces"]).ravel() for s, p in pairs])
         m["energy_rmse_mev_per_structure"] = float(np.sqrt((e_mol**2).mean()) * 1000)
-        m["force_rmse_mev_per_ang"] = float(np.sqrt((f**2).mean()) * 1000)
+        m["force_rmse_mev_per_ang"] = m["force_rmse_ev_per_ang"] * 1000
         measured[group] = m
         if args.bar == "mlearn":
             bar_e, bar_f = MLEARN_BAR[group]

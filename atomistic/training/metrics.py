@@ -71,6 +71,14 @@ class ErrorAccumulator:
     tensors: dict[str, list[tuple[np.ndarray, np.ndarray]]] = dataclasses.field(default_factory=dict)  # (pred, ref)
     n_structures: int = 0
 
+    @classmethod
+    def of(cls, pairs) -> ErrorAccumulator:
+        """The errors of ``(structure, prediction)`` pairs against the structures' labels."""
+        accumulator = cls()
+        for structure, prediction in pairs:
+            accumulator.add(structure, prediction)
+        return accumulator
+
     def add(self, structure: Structure, prediction: dict) -> None:
         self.n_structures += 1
         labels = structure.labels
@@ -122,9 +130,6 @@ class ErrorAccumulator:
 
 def evaluate(potential, structures: Sequence[Structure], max_atoms_per_batch: int = 4096) -> ErrorAccumulator:
     """Predict every structure (batched) and accumulate its errors against its labels."""
-    accumulator = ErrorAccumulator()
     properties = [p for p in (keys.ENERGY, keys.FORCES, keys.STRESS, *keys.TENSOR_KEYS) if p in potential.properties]
     predictions = potential.predict(list(structures), properties=properties, max_atoms_per_batch=max_atoms_per_batch)
-    for structure, prediction in zip(structures, predictions, strict=True):
-        accumulator.add(structure, prediction)
-    return accumulator
+    return ErrorAccumulator.of(zip(structures, predictions, strict=True))
