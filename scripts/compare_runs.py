@@ -1,0 +1,112 @@
+"""Compare training runs epoch by epoch from their ``metrics.jsonl`` logs (written by
+``atomistic train``): validation energy / force errors at matched epochs, the force-error ratio
+against the first run, and each run's best epoch.
+
+    python scripts/compare_runs.py runs/organic_v2 runs/organic_v5 --epochs 6 21 50
+    python scripts/compare_runs.py runs/mlearn_v2 runs/mlearn_v3 --every 10 --metric rmse
+    python scripts/compare_runs.py runs/organic_v5 --atoms 15   # energies in meV per molecule
+
+Energies are meV/atom (meV per structure with ``--atoms N``), forces eV/Å; the numbers are the
+EMA-weight validation metrics the run logged, not a new evaluation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+
+def read_metrics(run_dir: Path) -> dict[int, dict]:
+    """Epoch → logged record, from ``run_dir/metrics.jsonl`` (a later line for the same epoch,
+    written after a resume, replaces an earlier one)."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"{run_dir}: no metrics.jsonl (not a run directory of `atomistic train`)")
+    records = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise SystemExit(f"{path}:{number}: not JSON ({error.msg})") from None
+        records[int(record["epoch"])] = record
+    return records
+
+
+def errors(record: dict, metric: str, atoms: int) -> tuple[float, float]:
+    """(energy error in meV/atom or meV/structure, force error in eV/Å) of one logged epoch."""
+    valid = record["valid"]
+    energy = valid[f"energy_{metric}_mev_per_atom"] * atoms
+    return energy, valid[f"force_{metric}_ev_per_ang"]
+
+
+def table(runs: dict[str, dict[int, dict]], epochs: list[int], metric: str, atoms: int) -> str:
+    """Markdown table: one row per epoch, ``E / F`` per run, and each later run's force error as
+    a ratio to the first run's (``-`` where a run has not reached that epoch)."""
+    names = list(runs)
+    energy_unit = "meV/structure" if atoms > 1 else "meV/atom"
+    header = ["epoch"] + [f"{name} E / F" for name in names] + [f"F {name} / {names[0]}" for name in names[1:]]
+    lines = [
+        f"validation {metric.upper()}: energy {energy_unit}, forces eV/Å",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for epoch in epochs:
+        cells, forces = [str(epoch)], []
+        for name in names:
+            record = runs[name].get(epoch)
+            if record is None:
+                cells.append("-")
+                forces.append(math.nan)
+                continue
+            energy, force = errors(record, metric, atoms)
+            cells.append(f"{energy:.2f} / {force:.4f}")
+            forces.append(force)
+        for force in forces[1:]:
+            cells.append("-" if math.isnan(force) or math.isnan(forces[0]) else f"{force / forces[0]:.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def best_epochs(runs: dict[str, dict[int, dict]], metric: str, atoms: int) -> str:
+    """One line per run: epochs logged and the epoch of lowest validation force error."""
+    lines = []
+    for name, records in runs.items():
+        epoch = min(records, key=lambda e: errors(records[e], metric, atoms)[1])
+        energy, force = errors(records[epoch], metric, atoms)
+        hours = sum(record.get("seconds", 0.0) for record in records.values()) / 3600
+        lines.append(
+            f"{name}: {len(records)} epochs logged (last {max(records)}, {hours:.2f} h summed epoch time); "
+            f"lowest force {metric.upper()} at epoch {epoch}: E {energy:.2f}, F {force:.4f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories (the first is the reference)")
+    parser.add_argument("--epochs", nargs="+", type=int, help="epochs to compare (default: every --every epochs)")
+    parser.add_argument("--every", type=int, default=25, help="epoch stride when --epochs is not given (default 25)")
+    parser.add_argument("--metric", choices=["mae", "rmse"], default="mae")
+    parser.add_argument("--atoms", type=int, default=1, help="multiply per-atom energies by this (meV per molecule)")
+    args = parser.parse_args(argv)
+    if args.every < 1 or args.atoms < 1:
+        parser.error("--every and --atoms must be positive")
+    runs = {}
+    for run_dir in args.runs:
+        records = read_metrics(run_dir)
+        if not records:
+            parser.error(f"{run_dir}: metrics.jsonl holds no epochs yet")
+        runs[run_dir.name if run_dir.name not in runs else str(run_dir)] = records
+    last = max(max(records) for records in runs.values())
+    epochs = args.epochs or sorted({*range(args.every, last + 1, args.every), *(max(r) for r in runs.values())})
+    print(table(runs, epochs, args.metric, args.atoms))
+    print()
+    print(best_epochs(runs, args.metric, args.atoms))
+
+
+if __name__ == "__main__":
+    main()

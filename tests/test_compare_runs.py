@@ -1,0 +1,45 @@
+"""scripts/compare_runs.py: matched-epoch comparison of `atomistic train` metrics logs."""
+
+import importlib.util
+import json
+
+import pytest
+
+from tests.paths import ROOT
+
+spec = importlib.util.spec_from_file_location("compare_runs", ROOT / "scripts" / "compare_runs.py")
+compare_runs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(compare_runs)
+
+
+def write_run(directory, rows):
+    """A run directory whose metrics.jsonl holds one line per (epoch, energy MAE, force MAE)."""
+    directory.mkdir()
+    lines = []
+    for epoch, energy, force in rows:
+        valid = {
+            "energy_mae_mev_per_atom": energy,
+            "energy_rmse_mev_per_atom": 2 * energy,
+            "force_mae_ev_per_ang": force,
+            "force_rmse_ev_per_ang": 2 * force,
+        }
+        lines.append(json.dumps({"epoch": epoch, "valid": valid, "seconds": 36.0}))
+    (directory / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+def test_matched_epochs_ratio_missing_epochs_and_resumed_lines(tmp_path, capsys):
+    first = write_run(tmp_path / "first", [(1, 10.0, 0.2), (2, 8.0, 0.1), (3, 6.0, 0.08)])
+    # epoch 2 logged twice (a resume re-ran it): the later line counts
+    second = write_run(tmp_path / "second", [(1, 9.0, 0.1), (2, 7.0, 0.09), (2, 5.0, 0.05)])
+    compare_runs.main([str(first), str(second), "--epochs", "1", "2", "3", "--atoms", "15", "--metric", "rmse"])
+    out = capsys.readouterr().out
+    assert "| 1 | 300.00 / 0.4000 | 270.00 / 0.2000 | 0.500 |" in out
+    assert "| 2 | 240.00 / 0.2000 | 150.00 / 0.1000 | 0.500 |" in out
+    assert "| 3 | 180.00 / 0.1600 | - | - |" in out
+    assert "second: 2 epochs logged (last 2, 0.02 h summed epoch time); lowest force RMSE at epoch 2" in out
+
+
+def test_not_a_run_directory_names_the_path(tmp_path):
+    with pytest.raises(SystemExit, match="no metrics.jsonl"):
+        compare_runs.main([str(tmp_path)])
