@@ -100,6 +100,8 @@ def main(argv=None) -> None:
         records = read_metrics(run_dir)
         if not records:
             parser.error(f"{run_dir}: metrics.jsonl holds no epochs yet")
+        if f"force_{args.metric}_ev_per_ang" not in next(iter(records.values()))["valid"]:
+            parser.error(f"{run_dir}: logs no energy/force validation errors (a crystal-tensor run?)")
         runs[run_dir.name if run_dir.name not in runs else str(run_dir)] = records
     last = max(max(records) for records in runs.values())
     epochs = args.epochs or sorted({*range(args.every, last + 1, args.every), *(max(r) for r in runs.values())})

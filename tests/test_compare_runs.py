@@ -43,3 +43,12 @@ def test_matched_epochs_ratio_missing_epochs_and_resumed_lines(tmp_path, capsys)
 def test_not_a_run_directory_names_the_path(tmp_path):
     with pytest.raises(SystemExit, match="no metrics.jsonl"):
         compare_runs.main([str(tmp_path)])
+
+
+def test_tensor_only_run_is_refused_with_its_path(tmp_path, capsys):
+    run = tmp_path / "dielectric"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "valid": {"dielectric_fnorm": 10.1}}) + "\n")
+    with pytest.raises(SystemExit):
+        compare_runs.main([str(run)])
+    assert "logs no energy/force validation errors" in capsys.readouterr().err
