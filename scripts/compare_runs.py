@@ -13,27 +13,28 @@ EMA-weight validation metrics the run logged, not a new evaluation.
 from __future__ import annotations
 
 import argparse
-import json
 import math
+import sys
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-def read_metrics(run_dir: Path) -> dict[int, dict]:
-    """Epoch → logged record, from ``run_dir/metrics.jsonl`` (a later line for the same epoch,
-    written after a resume, replaces an earlier one)."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        raise SystemExit(f"{run_dir}: no metrics.jsonl (not a run directory of `atomistic train`)")
-    records = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise SystemExit(f"{path}:{number}: not JSON ({error.msg})") from None
-        records[int(record["epoch"])] = record
-    return records
+from atomistic.training.loop import METRICS_LOG, read_metrics_log  # noqa: E402
+
+
+def read_metrics(run_dir: Path) -> tuple[dict[int, dict], float]:
+    """Epoch → logged record of the validated epochs in ``run_dir/metrics.jsonl`` (with
+    ``eval_every`` > 1 the others carry no validation metrics), and the hours of all epochs."""
+    if not (run_dir / METRICS_LOG).is_file():
+        raise SystemExit(f"{run_dir}: no {METRICS_LOG} (not a run directory of `atomistic train`)")
+    try:
+        records = read_metrics_log(run_dir)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    latest = {int(record["epoch"]): record for record in records}  # an epoch logged twice: the later line
+    hours = sum(record.get("seconds", 0.0) for record in latest.values()) / 3600
+    return {epoch: record for epoch, record in latest.items() if "valid" in record}, hours
 
 
 def errors(record: dict, metric: str, atoms: int) -> tuple[float, float]:
@@ -71,15 +72,15 @@ def table(runs: dict[str, dict[int, dict]], epochs: list[int], metric: str, atom
     return "\n".join(lines)
 
 
-def best_epochs(runs: dict[str, dict[int, dict]], metric: str, atoms: int) -> str:
-    """One line per run: epochs logged and the epoch of lowest validation force error."""
+def best_epochs(runs: dict[str, dict[int, dict]], hours: dict[str, float], metric: str, atoms: int) -> str:
+    """One line per run: validated epochs, summed epoch time and the epoch of lowest
+    validation force error."""
     lines = []
     for name, records in runs.items():
         epoch = min(records, key=lambda e: errors(records[e], metric, atoms)[1])
         energy, force = errors(records[epoch], metric, atoms)
-        hours = sum(record.get("seconds", 0.0) for record in records.values()) / 3600
         lines.append(
-            f"{name}: {len(records)} epochs logged (last {max(records)}, {hours:.2f} h summed epoch time); "
+            f"{name}: {len(records)} epochs validated (last {max(records)}, {hours[name]:.2f} h summed epoch time); "
             f"lowest force {metric.upper()} at epoch {epoch}: E {energy:.2f}, F {force:.4f}"
         )
     return "\n".join(lines)
@@ -95,19 +96,20 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.every < 1 or args.atoms < 1:
         parser.error("--every and --atoms must be positive")
-    runs = {}
+    runs, hours = {}, {}
     for run_dir in args.runs:
-        records = read_metrics(run_dir)
+        records, run_hours = read_metrics(run_dir)
         if not records:
-            parser.error(f"{run_dir}: metrics.jsonl holds no epochs yet")
+            parser.error(f"{run_dir}: {METRICS_LOG} holds no validated epochs yet")
         if f"force_{args.metric}_ev_per_ang" not in next(iter(records.values()))["valid"]:
             parser.error(f"{run_dir}: logs no energy/force validation errors (a crystal-tensor run?)")
-        runs[run_dir.name if run_dir.name not in runs else str(run_dir)] = records
+        name = run_dir.name if run_dir.name not in runs else str(run_dir)
+        runs[name], hours[name] = records, run_hours
     last = max(max(records) for records in runs.values())
     epochs = args.epochs or sorted({*range(args.every, last + 1, args.every), *(max(r) for r in runs.values())})
     print(table(runs, epochs, args.metric, args.atoms))
     print()
-    print(best_epochs(runs, args.metric, args.atoms))
+    print(best_epochs(runs, hours, args.metric, args.atoms))
 
 
 if __name__ == "__main__":

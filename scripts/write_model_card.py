@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 from atomistic import load_potential  # noqa: E402
 from atomistic.data.datasets import read_labelled  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
+from atomistic.training.loop import METRICS_LOG, read_metrics_log  # noqa: E402
 from atomistic.training.metrics import ErrorAccumulator  # noqa: E402
 from atomistic.training.run import prepare  # noqa: E402
 
@@ -38,10 +39,9 @@ ORGANIC_BAR = """| acac RMSE (published, official test sets) | E 300 K (meV/mole
 
 def training_hours(run_dir: Path) -> float | None:
     """Hours of training recorded in ``run_dir/metrics.jsonl`` (summed epoch times), if present."""
-    path = ROOT / run_dir / "metrics.jsonl"
-    if not path.exists():
+    if not (ROOT / run_dir / METRICS_LOG).exists():
         return None
-    return sum(json.loads(line)["seconds"] for line in path.read_text().splitlines() if line.strip()) / 3600
+    return sum(record["seconds"] for record in read_metrics_log(ROOT / run_dir)) / 3600
 
 
 def kind_table(predicted: dict[str, list]) -> str:

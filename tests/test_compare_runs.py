@@ -30,14 +30,14 @@ def write_run(directory, rows):
 
 def test_matched_epochs_ratio_missing_epochs_and_resumed_lines(tmp_path, capsys):
     first = write_run(tmp_path / "first", [(1, 10.0, 0.2), (2, 8.0, 0.1), (3, 6.0, 0.08)])
-    # epoch 2 logged twice (a resume re-ran it): the later line counts
+    # epoch 2 logged twice: the later line counts
     second = write_run(tmp_path / "second", [(1, 9.0, 0.1), (2, 7.0, 0.09), (2, 5.0, 0.05)])
     compare_runs.main([str(first), str(second), "--epochs", "1", "2", "3", "--atoms", "15", "--metric", "rmse"])
     out = capsys.readouterr().out
     assert "| 1 | 300.00 / 0.4000 | 270.00 / 0.2000 | 0.500 |" in out
     assert "| 2 | 240.00 / 0.2000 | 150.00 / 0.1000 | 0.500 |" in out
     assert "| 3 | 180.00 / 0.1600 | - | - |" in out
-    assert "second: 2 epochs logged (last 2, 0.02 h summed epoch time); lowest force RMSE at epoch 2" in out
+    assert "second: 2 epochs validated (last 2, 0.02 h summed epoch time); lowest force RMSE at epoch 2" in out
 
 
 def test_not_a_run_directory_names_the_path(tmp_path):
@@ -52,3 +52,16 @@ def test_tensor_only_run_is_refused_with_its_path(tmp_path, capsys):
     with pytest.raises(SystemExit):
         compare_runs.main([str(run)])
     assert "logs no energy/force validation errors" in capsys.readouterr().err
+
+
+def test_epochs_without_validation_are_skipped(tmp_path, capsys):
+    run = write_run(tmp_path / "every_other", [(2, 8.0, 0.1)])
+    with open(run / "metrics.jsonl", "r+") as fh:  # eval_every: 2 -- epoch 1 has no validation
+        lines = fh.read()
+        fh.seek(0)
+        fh.write(json.dumps({"epoch": 1, "train": {"total": 1.0}, "seconds": 36.0}) + "\n" + lines)
+    compare_runs.main([str(run), "--epochs", "1", "2"])
+    out = capsys.readouterr().out
+    assert "| 1 | - |" in out
+    assert "| 2 | 8.00 / 0.1000 |" in out
+    assert "every_other: 1 epochs validated (last 2, 0.02 h summed epoch time)" in out  # both epochs' time

@@ -45,6 +45,26 @@ class TrainingConfig:
     early_stopping_patience: int | None = None  # epochs without a better validation score
 
 
+METRICS_LOG = "metrics.jsonl"  # one JSON record per epoch in a run directory
+
+
+def read_metrics_log(run_dir: Path) -> list[dict[str, Any]]:
+    """The per-epoch records of ``run_dir/metrics.jsonl``, in order (``epoch``, ``lr``,
+    ``train`` losses, ``seconds``, and ``valid`` metrics on the epochs that were validated).
+    Raises ``FileNotFoundError`` when the run has no log and ``ValueError`` naming the line of
+    one that is not JSON."""
+    path = Path(run_dir) / METRICS_LOG
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+    return records
+
+
 def _record_epoch(line: str) -> float:
     """The epoch of a metrics record; infinity for a line that is not a whole record."""
     try:
@@ -278,7 +298,7 @@ class Trainer:
     def drop_unsaved_records(self) -> None:
         """Drop metrics records of epochs after the saved state (a run killed between writing
         an epoch's record and its state redoes that epoch and writes the record again)."""
-        path = self.run_dir / "metrics.jsonl"
+        path = self.run_dir / METRICS_LOG
         if not path.exists():
             return
         lines = path.read_text().splitlines()
@@ -307,7 +327,7 @@ class Trainer:
         ``on_step`` is passed to :meth:`train_epoch` (a live progress display)."""
         start = time.time()
         first_epoch = self.epoch
-        metrics_path = self.run_dir / "metrics.jsonl"
+        metrics_path = self.run_dir / METRICS_LOG
         last: dict[str, float] = {}
         while self.epoch < self.config.epochs:
             t0 = time.time()
