@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -44,15 +45,29 @@ def training_hours(run_dir: Path) -> float | None:
     return sum(record["seconds"] for record in read_metrics_log(ROOT / run_dir)) / 3600
 
 
+def structure_kind(structure) -> str:
+    """The mlearn configuration kind (``group``: AIMD-NVT, Elastic, Surface, Vacancy) with the
+    temperature of the MD run it was sampled from, when its description names one
+    ("... AIMD NVT simulation at 3000 K" → ``AIMD-NVT 3000 K``)."""
+    kind = str(structure.info.get("group", "-"))
+    temperature = re.search(r"\bat (\d+) K\b", str(structure.info.get("description", "")))
+    return f"{kind} {temperature.group(1)} K" if temperature else kind
+
+
+def _kind_order(kind: str) -> tuple[str, int]:
+    name, _, temperature = kind.partition(" ")
+    return name, int(temperature.removesuffix(" K")) if temperature else 0
+
+
 def kind_table(predicted: dict[str, list]) -> str:
-    """Held-out MAE by element and mlearn configuration kind (AIMD, elastic, surface, vacancy),
-    from the (structure, prediction) pairs of each element."""
+    """Held-out MAE by element, mlearn configuration kind (AIMD, elastic, surface, vacancy) and
+    MD temperature, from the (structure, prediction) pairs of each element."""
     lines = ["| element | kind | structures | energy MAE (meV/atom) | force MAE (eV/Å) |", "|---|---|---|---|---|"]
     for element, pairs in predicted.items():
         kinds: dict[str, list] = {}
         for pair in pairs:
-            kinds.setdefault(str(pair[0].info.get("group", "-")), []).append(pair)
-        for kind, members in sorted(kinds.items()):
+            kinds.setdefault(structure_kind(pair[0]), []).append(pair)
+        for kind, members in sorted(kinds.items(), key=lambda item: _kind_order(item[0])):
             m = ErrorAccumulator.of(members).summary()
             lines.append(f"| {element} | {kind} | {len(members)} | {m['energy_mae_mev_per_atom']:.2f} | {m['force_mae_ev_per_ang']:.3f} |")
     return "\n".join(lines)

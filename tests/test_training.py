@@ -55,7 +55,7 @@ def _assert_same_training(tmp_path, first: str, second: str, epochs: int) -> Non
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
-STAGE_TWO = "stage_two: {start_epoch: 1, energy: 0.0, forces: 0.0, stress: 2.0}"
+STAGE_TWO = "stage_two: {start_epoch: 1, energy: 0.0, forces: 0.0, stress: 2.0}\noptimizer: {amsgrad: true}"
 
 
 def test_resume_matches_uninterrupted_run(tmp_path):
@@ -71,6 +71,9 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     result = runner.invoke(app, ["train", interrupted, "--resume"])
     assert result.exit_code == 0, result.output
     _assert_same_training(tmp_path, "straight", "interrupted", epochs=2)
+    state = torch.load(tmp_path / "runs" / "interrupted" / "state.pt", weights_only=True)
+    assert state["optimizer"]["param_groups"][0]["amsgrad"] is True
+    assert all("max_exp_avg_sq" in moments for moments in state["optimizer"]["state"].values())
     lines = (tmp_path / "runs" / "straight" / "metrics.jsonl").read_text().strip().splitlines()
     assert len(lines) == 2 and "valid" in json.loads(lines[-1])
     first, second = (json.loads(line) for line in lines)
@@ -78,6 +81,12 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     # stage two trains on the stress term alone, at weight 2
     assert second["stage"] == 2 and set(second["train"]) == {"stress", "total"}
     assert second["train"]["total"] == pytest.approx(2.0 * second["train"]["stress"])
+    # the worst step of each epoch names its batch: source#frame of 1..batch_size training structures
+    for record in (first, second):
+        worst = record["worst_step"]
+        assert worst["loss"] >= record["train"]["total"] and 1 <= worst["step"] <= 3
+        assert 1 <= len(worst["structures"]) <= 4
+        assert all(name.rsplit("#", 1)[0].endswith(("Li.json", "Si.json")) for name in worst["structures"])
     assert (tmp_path / "runs" / "straight" / "parity_forces.png").exists()
     result = runner.invoke(app, ["eval", str(tmp_path / "out" / "straight"), str(tmp_path / "Li.json"), "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["n_structures"] == 8
@@ -100,6 +109,22 @@ def test_config_errors_name_the_field(tmp_path):
     path.write_text("data: {train: [a.json]}\nstage_two: {start_epoch: 1, energy: -1}\n")
     with pytest.raises(ConfigError, match="stage_two: loss weights"):
         load_config(path)
+    path.write_text("data: {train: [a.json]}\noptimizer: {amsgrad: yes please}\n")
+    with pytest.raises(ConfigError, match="optimizer.amsgrad: expected true or false, got 'yes please'"):
+        load_config(path)
+    path.write_text("data: {train: [a.json]}\nepochs: ten\n")
+    with pytest.raises(ConfigError, match="epochs: expected int, got 'ten'"):
+        load_config(path)
+    path.write_text("data: {train: [{path: a.json, weight: heavy}]}\n")
+    with pytest.raises(ConfigError, match=r"data.train\[0\].weight: expected float"):
+        load_config(path)
+    path.write_text("data: {train: [a.json]}\nmodel: {radial_hidden: [8, wide]}\n")
+    with pytest.raises(ConfigError, match="model.radial_hidden: expected a list of integers"):
+        load_config(path)
+    # YAML 1.1 reads 1e-3 (no dot) as a string: it still means the number
+    path.write_text("data: {train: [a.json]}\noptimizer: {learning_rate: 1e-3, weight_decay: 0}\n")
+    optimizer = load_config(path).optimizer
+    assert optimizer.learning_rate == 1e-3 and isinstance(optimizer.weight_decay, float)
     if not torch.cuda.is_available():
         path.write_text("data: {train: [a.json]}\ndevice: cuda\n")
         with pytest.raises(ConfigError, match="device: must be auto, cpu, or cuda"):

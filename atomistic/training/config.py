@@ -55,6 +55,8 @@ optimizer:
   weight_decay: 5.0e-7
   ema_decay: 0.99
   grad_clip: 10.0
+  amsgrad: false             # AdamW's AMSGrad variant (MACE trains with it): the step size never
+                             # grows when gradient moments shrink, which damps loss spikes
 schedule:
   kind: cosine               # cosine (with warm-up) | plateau
   warmup_epochs: 2
@@ -150,6 +152,7 @@ class OptimizerConfig:
     weight_decay: float = 5e-7
     ema_decay: float = 0.99
     grad_clip: float = 10.0
+    amsgrad: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +195,35 @@ class TrainConfig:
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "loss": LossConfig, "stage_two": StageTwoConfig, "optimizer": OptimizerConfig, "schedule": ScheduleConfig}
 
 
+_SCALAR_TYPES = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,)}
+
+
+def _typed(value: Any, annotation: str, field: str) -> Any:
+    """``value`` checked against a field's annotation (``float``, ``int | None``,
+    ``tuple[int, ...]`` …); a float written as ``1e-3`` (a string to YAML 1.1) becomes a float.
+    Raises ``ConfigError`` naming the field and what it expected."""
+    optional = annotation.endswith(" | None")
+    base = annotation.removesuffix(" | None")
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"{field}: must not be null")
+    if base == "float" and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if base in _SCALAR_TYPES:
+        if isinstance(value, _SCALAR_TYPES[base]) and (base == "bool" or not isinstance(value, bool)):
+            return float(value) if base == "float" else value
+        raise ConfigError(f"{field}: expected {'true or false' if base == 'bool' else base}, got {value!r}")
+    if base == "tuple[int, ...]":
+        if isinstance(value, list | tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return tuple(value)
+        raise ConfigError(f"{field}: expected a list of integers, got {value!r}")
+    return tuple(value) if isinstance(value, list) else value
+
+
 def _build(cls, raw: Any, where: str):
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
@@ -212,7 +244,7 @@ def _build(cls, raw: Any, where: str):
                 files.append(_build(DataFile, item, f"data.{name}[{k}]"))
             values[name] = tuple(files)
         else:
-            values[name] = tuple(value) if isinstance(value, list) else value
+            values[name] = _typed(value, fields[name].type, f"{where}.{name}" if where else name)
     try:
         return cls(**values)
     except TypeError as err:

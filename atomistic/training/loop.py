@@ -33,6 +33,7 @@ class TrainingConfig:
     min_lr_ratio: float = 0.02
     ema_decay: float = 0.99
     grad_clip: float = 10.0
+    amsgrad: bool = False  # AdamW's AMSGrad variant
     seed: int = 0
     loss: LossWeights = dataclasses.field(default_factory=LossWeights)
     stage_two_start: int | None = None  # after this many epochs, train on stage_two_loss
@@ -97,8 +98,13 @@ class Trainer:
         self.train_graphs = self._pre_batch(train)
         self.valid_graphs = self._pre_batch(valid)
         self.n_train = len(train)
+        # "source#frame" of each training structure: names the batch of an epoch's worst step
+        self.train_names = [f"{s.info.get('source', '?')}#{s.info.get('frame', i)}" for i, s in enumerate(train)]
+        self.worst_step: dict[str, Any] = {}  # the last epoch's highest-loss step, see train_epoch
         self.parameters = [p for p in potential.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            self.parameters, lr=config.learning_rate, weight_decay=config.weight_decay, amsgrad=config.amsgrad
+        )
         self.device = potential.device
         self.ema = build_potential(
             potential.metadata.architecture,
@@ -172,12 +178,15 @@ class Trainer:
 
     def train_epoch(self, on_step=None) -> dict[str, float]:
         """One pass over the training set; ``on_step(epoch, step, steps, loss)`` after each
-        optimisation step (``epoch`` counts from 1, ``loss`` is the step's total)."""
+        optimisation step (``epoch`` counts from 1, ``loss`` is the step's total). Returns the
+        epoch's mean loss terms; ``self.worst_step`` holds its highest-loss step (``step``,
+        ``loss``, the ``structures`` of the batch as ``source#frame``), which locates loss spikes."""
         self.potential.train()
         loss_weights = self.loss_weights()
         order = self.rng.permutation(len(self.train_graphs))
         steps = math.ceil(len(order) / self.config.batch_size)
         totals: dict[str, float] = {}
+        worst = {"step": 0, "loss": -math.inf, "structures": []}
         for k in range(steps):
             idx = order[k * self.config.batch_size : (k + 1) * self.config.batch_size]
             batch = self._collate([self.train_graphs[i] for i in idx], self.device)
@@ -194,8 +203,12 @@ class Trainer:
             self.step += 1
             for name, value in terms.items():
                 totals[name] = totals.get(name, 0.0) + float(value.detach()) / steps
+            step_loss = float(terms["total"].detach())
+            if step_loss > worst["loss"]:
+                worst = {"step": k + 1, "loss": step_loss, "structures": [self.train_names[i] for i in idx]}
             if on_step is not None:
-                on_step(self.epoch + 1, k + 1, steps, float(terms["total"].detach()))
+                on_step(self.epoch + 1, k + 1, steps, step_loss)
+        self.worst_step = worst
         self.epoch += 1
         return totals
 
@@ -333,7 +346,10 @@ class Trainer:
             t0 = time.time()
             stage = 2 if self.in_stage_two else 1
             train_terms = self.train_epoch(on_step)
-            record: dict[str, Any] = {"epoch": self.epoch, "stage": stage, "lr": self.learning_rate(self.epoch), "train": train_terms}
+            record: dict[str, Any] = {
+                "epoch": self.epoch, "stage": stage, "lr": self.learning_rate(self.epoch), "train": train_terms,
+                "worst_step": self.worst_step,
+            }
             if self.epoch % self.config.eval_every == 0 or self.epoch == self.config.epochs:
                 valid = self.evaluate()
                 record["valid"] = valid

@@ -181,6 +181,7 @@ def train(
         min_lr_ratio=config.schedule.min_lr_ratio,
         ema_decay=config.optimizer.ema_decay,
         grad_clip=config.optimizer.grad_clip,
+        amsgrad=config.optimizer.amsgrad,
         seed=config.seed,
         loss=LossWeights(**dataclasses.asdict(config.loss)),
         stage_two_start=config.stage_two.start_epoch,
