@@ -168,7 +168,7 @@ def test_mlearn_stress_is_the_strain_derivative_of_the_energy(element):
     mismatch = []
     for items in series.values():
         items.sort(key=lambda item: item[0])
-        for (_, a), (_, b) in zip(items, items[1:]):
+        for (_, a), (_, b) in zip(items, items[1:], strict=False):
             deformation = np.linalg.solve(a.cell, b.cell)
             strain = 0.5 * (deformation + deformation.T) - np.eye(3)
             volume = 0.5 * (abs(np.linalg.det(a.cell)) + abs(np.linalg.det(b.cell)))

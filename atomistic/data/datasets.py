@@ -25,7 +25,6 @@ import numpy as np
 from atomistic.data.convert import Structure, StructureError, as_structure, read_structures
 from atomistic.units import KBAR_TO_EV_PER_ANG3
 
-
 # (element, group) of the published mlearn records whose ``virial_stress`` lists the shear
 # components in LAMMPS's order (xy, xz, yz); the others use VASP's (xy, yz, zx). Found from the
 # data: across each Elastic strain series the energy change must equal the stress work
