@@ -121,6 +121,8 @@ def main() -> None:
             "file (a hotter, never-seen distribution), not on the official MD test sets."
         )
     hours = training_hours(Path(provenance["config"]["run_dir"]))
+    # a fine-tune's architecture is the --init checkpoint's (the Encoder line), not the config's model section
+    shown_config = {k: v for k, v in provenance["config"].items() if k != "data" and not (k == "model" and provenance.get("init"))}
     time_text = f"{hours:.1f} h wall time (sum of the epoch times in the run's metrics log)" if hours else "training time not recorded"
     species = " ".join(__import__("ase.data").data.chemical_symbols[z] for z in manifest["species"])
     encoder = manifest["architecture"]["encoder"]["config"]
@@ -135,7 +137,7 @@ Fine-tuned from: {provenance.get("init") or "- (trained from scratch)"}.
 
 ## Hyperparameters
 Encoder: {json.dumps(encoder)}.
-Training config: {json.dumps({k: v for k, v in provenance["config"].items() if k != "data"})}.
+Training config: {json.dumps(shown_config)}.
 Best validation epoch: {provenance["epoch"]}; trained {provenance["trained"]} on a 2-core CPU, one thread per run; {time_text}.
 
 ## Held-out validation metrics (float64, measured by scripts/write_model_card.py)
