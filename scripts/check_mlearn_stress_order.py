@@ -20,8 +20,8 @@ Reads the raw files, so its result does not depend on the order the reader assum
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -33,33 +33,23 @@ sys.path.insert(0, str(ROOT))
 
 from atomistic.data.datasets import (  # noqa: E402
     SHEAR_ORDERS,
+    elastic_stress_work_mismatch,
     mlearn_shear_order,
     mlearn_virial_to_stress,
     structures_from_mlearn_records,
 )
 from atomistic.units import EV_PER_ANG3_TO_GPA  # noqa: E402
 
-STRAIN = re.compile(r"mode (\d+), strain (-?[\d.]+)")
-
 
 def strain_series_mismatch(structures, virials, order: str) -> tuple[float, int]:
-    """Mean |ΔE − V σ̄:Δε| (meV/atom) over neighbouring strains of each Elastic mode."""
-    series = defaultdict(list)
-    for s, virial in zip(structures, virials, strict=True):
-        match = STRAIN.search(s.info.get("description", ""))
-        if match:
-            series[int(match.group(1))].append((float(match.group(2)), s, mlearn_virial_to_stress(virial, order)))
-    mismatches = []
-    for items in series.values():
-        items.sort(key=lambda item: item[0])
-        for (_, a, stress_a), (_, b, stress_b) in zip(items, items[1:], strict=False):
-            deformation = np.linalg.solve(a.cell, b.cell)  # b.cell = a.cell @ F (lattice vectors as rows)
-            strain = 0.5 * (deformation + deformation.T) - np.eye(3)
-            volume = 0.5 * (abs(np.linalg.det(a.cell)) + abs(np.linalg.det(b.cell)))
-            work = volume * (0.5 * (stress_a + stress_b) * strain).sum()
-            energy_change = b.labels["energy"] - a.labels["energy"]
-            mismatches.append(abs(energy_change - work) / len(a.numbers) * 1000)
-    return (float(np.mean(mismatches)) if mismatches else float("nan")), len(mismatches)
+    """Mean |ΔE − V σ̄:Δε| (meV/atom) over neighbouring strains of each Elastic mode, with the
+    stress read in ``order``; and the number of pairs."""
+    relabelled = [
+        dataclasses.replace(s, labels={**s.labels, "stress": mlearn_virial_to_stress(v, order)})
+        for s, v in zip(structures, virials, strict=True)
+    ]
+    mismatch = elastic_stress_work_mismatch(relabelled)
+    return (float(np.mean(mismatch)) * 1000 if mismatch else float("nan")), len(mismatch)
 
 
 def main() -> None:

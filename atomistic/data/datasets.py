@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,31 @@ def mlearn_shear_order(record: dict[str, Any]) -> str:
     """The shear order of one mlearn record's ``virial_stress`` (``vasp`` unless its element and
     group are in :data:`MLEARN_LAMMPS_SHEAR_ORDER`)."""
     return "lammps" if (record.get("element"), record.get("group")) in MLEARN_LAMMPS_SHEAR_ORDER else "vasp"
+
+
+_ELASTIC_STRAIN = re.compile(r"mode (\d+), strain (-?[\d.]+)")
+
+
+def elastic_stress_work_mismatch(structures: Sequence[Structure]) -> list[float]:
+    """|ΔE − V σ̄:Δε| (eV/atom) for each pair of neighbouring strains of each mlearn Elastic
+    series (records described as "... mode N, strain X"; others are skipped): the DFT energy
+    change against the work of the mean stress σ̄ of the two cells over the symmetric strain Δε
+    between them, a consistency check of the stress labels (shape and sign)."""
+    series: dict[int, list[tuple[float, Structure]]] = {}
+    for s in structures:
+        match = _ELASTIC_STRAIN.search(str(s.info.get("description", "")))
+        if match and "stress" in s.labels and "energy" in s.labels:
+            series.setdefault(int(match.group(1)), []).append((float(match.group(2)), s))
+    mismatch = []
+    for items in series.values():
+        items.sort(key=lambda item: item[0])
+        for (_, a), (_, b) in zip(items, items[1:], strict=False):
+            deformation = np.linalg.solve(a.cell, b.cell)  # b.cell = a.cell @ F (lattice vectors as rows)
+            strain = 0.5 * (deformation + deformation.T) - np.eye(3)
+            volume = 0.5 * (abs(np.linalg.det(a.cell)) + abs(np.linalg.det(b.cell)))
+            work = volume * (0.5 * (a.labels["stress"] + b.labels["stress"]) * strain).sum()
+            mismatch.append(abs(b.labels["energy"] - a.labels["energy"] - work) / len(a.numbers))
+    return mismatch
 
 
 def structures_from_mlearn_records(records: list[dict[str, Any]], source: str = "<mlearn>") -> list[Structure]:
