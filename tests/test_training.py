@@ -92,34 +92,26 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert result.exit_code == 0 and json.loads(result.output)["n_structures"] == 8
 
 
+CONFIG_ERRORS = [
+    ("epochs: 0", "epochs: must be >= 1"),
+    ("learning_rate: 1", r"unknown option\(s\) \['learning_rate'\]"),
+    ("loss: {kind: l1}", "loss.kind"),
+    ("epochs: 5\nstage_two: {start_epoch: 5}", r"stage_two.start_epoch: must be null or an epoch in \[0, epochs\)"),
+    ("stage_two: {start_epoch: 1, energy: -1}", "stage_two: loss weights"),
+    ("optimizer: {amsgrad: yes please}", "optimizer.amsgrad: expected true or false, got 'yes please'"),
+    ("epochs: ten", "epochs: expected int, got 'ten'"),
+    ("model: {radial_hidden: [8, wide]}", "model.radial_hidden: expected a list of integers"),
+]
+
+
 def test_config_errors_name_the_field(tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text("data: {train: [a.json]}\nepochs: 0\n")
-    with pytest.raises(ConfigError, match="epochs: must be >= 1"):
-        load_config(path)
-    path.write_text("data: {train: [a.json]}\nlearning_rate: 1\n")
-    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['learning_rate'\]"):
-        load_config(path)
-    path.write_text("data: {train: [a.json]}\nloss: {kind: l1}\n")
-    with pytest.raises(ConfigError, match="loss.kind"):
-        load_config(path)
-    path.write_text("data: {train: [a.json]}\nepochs: 5\nstage_two: {start_epoch: 5}\n")
-    with pytest.raises(ConfigError, match=r"stage_two.start_epoch: must be null or an epoch in \[0, epochs\)"):
-        load_config(path)
-    path.write_text("data: {train: [a.json]}\nstage_two: {start_epoch: 1, energy: -1}\n")
-    with pytest.raises(ConfigError, match="stage_two: loss weights"):
-        load_config(path)
-    path.write_text("data: {train: [a.json]}\noptimizer: {amsgrad: yes please}\n")
-    with pytest.raises(ConfigError, match="optimizer.amsgrad: expected true or false, got 'yes please'"):
-        load_config(path)
-    path.write_text("data: {train: [a.json]}\nepochs: ten\n")
-    with pytest.raises(ConfigError, match="epochs: expected int, got 'ten'"):
-        load_config(path)
+    for extra, message in CONFIG_ERRORS:
+        path.write_text(f"data: {{train: [a.json]}}\n{extra}\n")
+        with pytest.raises(ConfigError, match=message):
+            load_config(path)
     path.write_text("data: {train: [{path: a.json, weight: heavy}]}\n")
     with pytest.raises(ConfigError, match=r"data.train\[0\].weight: expected float"):
-        load_config(path)
-    path.write_text("data: {train: [a.json]}\nmodel: {radial_hidden: [8, wide]}\n")
-    with pytest.raises(ConfigError, match="model.radial_hidden: expected a list of integers"):
         load_config(path)
     # YAML 1.1 reads 1e-3 (no dot) as a string: it still means the number
     path.write_text("data: {train: [a.json]}\noptimizer: {learning_rate: 1e-3, weight_decay: 0}\n")
