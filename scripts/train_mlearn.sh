@@ -8,20 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh dev
-# train CONFIG [--init CHECKPOINT]: resume the run when one was started
-train() {
-    local config="$1"; shift
-    local run_dir
-    run_dir="runs/$(basename "$config" .yaml)"
-    if [ -f "$run_dir/config.json" ]; then
-        .venv/bin/atomistic train "$config" --resume "$@"
-    else
-        .venv/bin/atomistic train "$config" "$@"
-    fi
-}
 .venv/bin/python scripts/train_mlearn_small.py --epochs 30 --run-dir runs/default --out checkpoints/mlearn-small
 .venv/bin/python scripts/mlearn_small_model_card.py
-train scripts/configs/mlearn_v2.yaml
-train scripts/configs/mlearn_v4.yaml --init runs/mlearn_v2/best
+bash scripts/train_or_resume.sh scripts/configs/mlearn_v2.yaml
+bash scripts/train_or_resume.sh scripts/configs/mlearn_v4.yaml --init runs/mlearn_v2/best
 .venv/bin/python scripts/publish_checkpoint.py runs/mlearn_v4/best mlearn
 .venv/bin/python scripts/write_model_card.py checkpoints/mlearn --bar mlearn

@@ -5,18 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh dev
-# train CONFIG [--init CHECKPOINT]: resume the run when one was started
-train() {
-    local config="$1"; shift
-    local run_dir
-    run_dir="runs/$(basename "$config" .yaml)"
-    if [ -f "$run_dir/config.json" ]; then
-        .venv/bin/atomistic train "$config" --resume "$@"
-    else
-        .venv/bin/atomistic train "$config" "$@"
-    fi
-}
-train scripts/configs/organic_v2.yaml
-train scripts/configs/organic_v3.yaml --init runs/organic_v2/best
+bash scripts/train_or_resume.sh scripts/configs/organic_v2.yaml
+bash scripts/train_or_resume.sh scripts/configs/organic_v3.yaml --init runs/organic_v2/best
 .venv/bin/python scripts/publish_checkpoint.py runs/organic_v3/best organic
 .venv/bin/python scripts/write_model_card.py checkpoints/organic --bar organic

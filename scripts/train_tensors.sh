@@ -11,10 +11,6 @@ if [ "${1:-}" = "--regenerate" ]; then
     .venv/bin/python scripts/make_emt_elastic.py --n 4000 --seed 0 --workers 2
 fi
 for name in elastic dielectric; do
-    if [ -f "runs/$name/state.pt" ]; then
-        .venv/bin/atomistic train "scripts/configs/$name.yaml" --resume
-    else
-        .venv/bin/atomistic train "scripts/configs/$name.yaml"
-    fi
+    bash scripts/train_or_resume.sh "scripts/configs/$name.yaml"
     .venv/bin/python scripts/tensor_model_card.py "checkpoints/$name"
 done
