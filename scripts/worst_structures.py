@@ -12,6 +12,7 @@ the place to look for mislabelled data, outliers, or what drives a loss spike.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def main() -> None:
     train, valid, _ = prepare(config)
     structures = valid if args.valid else train
     loss = config.stage_two.weights(config.loss) if args.stage_two else config.loss
-    weights = LossWeights(energy=loss.energy, forces=loss.forces, stress=loss.stress, kind=loss.kind, huber_delta=loss.huber_delta)
+    weights = LossWeights(**dataclasses.asdict(loss))
     potential = load_potential(args.checkpoint, dtype=config.dtype)
     rows = structure_losses(potential, structures, weights)
     order = sorted(range(len(rows)), key=lambda i: -rows[i]["total"])
