@@ -20,7 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from atomistic.training.loop import METRICS_LOG, read_metrics_log  # noqa: E402
+from atomistic.training.loop import (  # noqa: E402
+    METRICS_LOG,
+    latest_epoch_records,
+    read_metrics_log,
+    training_hours,
+)
 
 
 def read_metrics(run_dir: Path) -> tuple[dict[int, dict], float]:
@@ -32,9 +37,8 @@ def read_metrics(run_dir: Path) -> tuple[dict[int, dict], float]:
         records = read_metrics_log(run_dir)
     except ValueError as error:
         raise SystemExit(str(error)) from None
-    latest = {int(record["epoch"]): record for record in records}  # an epoch logged twice: the later line
-    hours = sum(record.get("seconds", 0.0) for record in latest.values()) / 3600
-    return {epoch: record for epoch, record in latest.items() if "valid" in record}, hours
+    latest = latest_epoch_records(records)
+    return {epoch: record for epoch, record in latest.items() if "valid" in record}, training_hours(records)
 
 
 def errors(record: dict, metric: str, atoms: int) -> tuple[float, float]:

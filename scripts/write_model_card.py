@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from atomistic import load_potential  # noqa: E402
 from atomistic.data.datasets import read_labelled  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
-from atomistic.training.loop import METRICS_LOG, read_metrics_log  # noqa: E402
+from atomistic.training.loop import METRICS_LOG, read_metrics_log, training_hours  # noqa: E402
 from atomistic.training.metrics import ErrorAccumulator  # noqa: E402
 from atomistic.training.run import prepare  # noqa: E402
 
@@ -38,11 +38,11 @@ ORGANIC_BAR = """| acac RMSE (published, official test sets) | E 300 K (meV/mole
 | NequIP | 0.81 | 5.90 | 6.04 | 27.8 |"""
 
 
-def training_hours(run_dir: Path) -> float | None:
-    """Hours of training recorded in ``run_dir/metrics.jsonl`` (summed epoch times), if present."""
+def run_training_hours(run_dir: Path) -> float | None:
+    """Hours of training recorded in ``run_dir/metrics.jsonl`` (each epoch once), if present."""
     if not (ROOT / run_dir / METRICS_LOG).exists():
         return None
-    return sum(record["seconds"] for record in read_metrics_log(ROOT / run_dir)) / 3600
+    return training_hours(read_metrics_log(ROOT / run_dir))
 
 
 def structure_kind(structure) -> str:
@@ -120,7 +120,7 @@ def main() -> None:
             "\n\nOurs are on a held-out 10 % split of the 300 K training file and on the whole 600 K training "
             "file (a hotter, never-seen distribution), not on the official MD test sets."
         )
-    hours = training_hours(Path(provenance["config"]["run_dir"]))
+    hours = run_training_hours(Path(provenance["config"]["run_dir"]))
     # a fine-tune's architecture is the --init checkpoint's (the Encoder line), not the config's model section
     shown_config = {k: v for k, v in provenance["config"].items() if k != "data" and not (k == "model" and provenance.get("init"))}
     time_text = f"{hours:.1f} h wall time (sum of the epoch times in the run's metrics log)" if hours else "training time not recorded"

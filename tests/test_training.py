@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from atomistic.cli import app
 from atomistic.training.config import ConfigError, load_config
+from atomistic.training.loop import training_hours
 
 from .paths import DATA
 
@@ -220,3 +221,10 @@ def test_max_minutes_stops_resumably_after_an_epoch(tmp_path):
     assert "time budget reached" in result.output
     state = torch.load(tmp_path / "runs" / "timed" / "state.pt", weights_only=True)
     assert state["epoch"] == 1
+
+
+def test_training_hours_counts_each_epoch_once():
+    # epoch 2 logged twice (an interrupted run's log): its later line counts, not both
+    records = [{"epoch": 1, "seconds": 3600.0}, {"epoch": 2, "seconds": 1800.0}, {"epoch": 2, "seconds": 3600.0}]
+    assert training_hours(records) == pytest.approx(2.0)
+    assert training_hours([]) == 0.0

@@ -66,6 +66,17 @@ def read_metrics_log(run_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
+def latest_epoch_records(records: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Epoch → record of a metrics log, the later line where an epoch was logged twice (a log
+    from a run interrupted before ``--resume`` truncated it)."""
+    return {int(record["epoch"]): record for record in records}
+
+
+def training_hours(records: list[dict[str, Any]]) -> float:
+    """Hours of training in a metrics log: the summed ``seconds`` of its epochs, each epoch once."""
+    return sum(record.get("seconds", 0.0) for record in latest_epoch_records(records).values()) / 3600
+
+
 def _record_epoch(line: str) -> float:
     """The epoch of a metrics record; infinity for a line that is not a whole record."""
     try:
