@@ -73,12 +73,12 @@ def kind_table(predicted: dict[str, list]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("checkpoint")
     parser.add_argument("--bar", choices=["mlearn", "organic"], required=True)
     parser.add_argument("--note", default="", help="training history worth knowing (a section of its own)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     directory = Path(args.checkpoint)
     manifest = json.loads((directory / "manifest.json").read_text())
     provenance = manifest["provenance"]

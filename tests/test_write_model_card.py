@@ -1,0 +1,60 @@
+"""scripts/write_model_card.py: the model card's held-out table is measured on the run's own
+validation split, per element, with the published bar beside it."""
+
+import importlib.util
+import json
+
+from typer.testing import CliRunner
+
+from atomistic import load_potential
+from atomistic.cli import app
+from atomistic.training.config import load_config
+from atomistic.training.metrics import evaluate
+from atomistic.training.run import prepare
+from tests.paths import DATA, ROOT
+
+spec = importlib.util.spec_from_file_location("write_model_card", ROOT / "scripts" / "write_model_card.py")
+write_model_card = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(write_model_card)
+
+
+def test_card_rows_are_the_validation_errors_per_element(tmp_path, capsys):
+    for element in ("Li", "Si"):  # grouped by the mlearn layout: <element>/training.json
+        (tmp_path / element).mkdir()
+        records = json.loads((DATA / "mlearn" / element / "training.json").read_text())[:8]
+        (tmp_path / element / "training.json").write_text(json.dumps(records))
+    config = tmp_path / "tiny.yaml"
+    config.write_text(f"""
+seed: 1
+dtype: float64
+run_dir: {tmp_path / 'run'}
+output: {tmp_path / 'best'}
+epochs: 1
+data:
+  train:
+    - {{path: {tmp_path / 'Li' / 'training.json'}}}
+    - {{path: {tmp_path / 'Si' / 'training.json'}}}
+  valid_fraction: 0.25
+model: {{cutoff: 4.0, channels: 4, max_ell: 1, hidden_lmax: 1, num_layers: 1, correlation: 2, radial_hidden: [8]}}
+""")
+    result = CliRunner().invoke(app, ["train", str(config)])
+    assert result.exit_code == 0, result.output
+
+    write_model_card.main([str(tmp_path / "best"), "--bar", "mlearn", "--note", "a fine-tune of nothing"])
+    card = (tmp_path / "best" / "MODEL_CARD.md").read_text()
+    capsys.readouterr()
+
+    _, valid, _ = prepare(load_config(config))
+    potential = load_potential(tmp_path / "best", dtype="float64")
+    for element, (bar_energy, bar_force) in (("Li", (0.49, 0.01)), ("Si", (2.21, 0.06))):
+        members = [s for s in valid if f"/{element}/" in s.info["source"]]
+        m = evaluate(potential, members).summary()
+        row = (
+            f"| {element} | {len(members)} | {m['energy_mae_mev_per_atom']:.2f} | {bar_energy} | {m['force_mae_ev_per_ang']:.3f} "
+            f"| {bar_force} | no | {m['stress_mae_gpa']:.3f} |"
+        )
+        assert row in card
+    assert "## Training history\na fine-tune of nothing" in card
+    assert "trained from scratch" in card
+    manifest = json.loads((tmp_path / "best" / "manifest.json").read_text())
+    assert set(manifest["metrics"]["validation_by_group"]) == {"Li", "Si"}
