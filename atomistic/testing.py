@@ -20,7 +20,7 @@ from atomistic import keys
 # absolute tolerances (eV, eV/Å, eV/Å³) per dtype
 TOLERANCES = {
     torch.float64: {
-        "energy": 1e-9, "forces": 1e-9, "stress": 1e-10, "fd": 1e-6, "fd_step": 1e-4,
+        "energy": 1e-9, "forces": 1e-9, "stress": 1e-10, "fd": 1e-6, "fd_step": 1e-5,
         "extensive": 1e-8, "smooth": 1e-6,
     },
     # float32: energies carry ~1e-7 relative rounding, so finite differences need larger steps

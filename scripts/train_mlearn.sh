@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Reproduce checkpoints/mlearn from the bundled mlearn data: mlearn_v2 (32 channels, 120 epochs
 # from scratch, about 3 h on one CPU core with the fused kernels), then mlearn_v4, a 40-epoch
-# fine-tune of it (about 1 h), and checkpoints/mlearn-small (scripts/configs/mlearn_small.yaml,
-# about 10 minutes on two threads). Re-running resumes an interrupted run.
+# fine-tune of it (about 1 h), checkpoints/mlearn-small (scripts/configs/mlearn_small.yaml,
+# about 10 minutes on two threads) and checkpoints/mlearn-wide (scripts/configs/mlearn_v6.yaml,
+# 64 channels, about 2 h on two threads). Re-running resumes an interrupted run.
 # The shipped mlearn_v2 weights were trained before the reader put the Mo / Si / Ge AIMD and
 # vacancy shear stresses in their place (docs/benchmarks.md); a fresh run trains both stages
 # on the corrected labels.
@@ -18,3 +19,6 @@ bash scripts/train_or_resume.sh scripts/configs/mlearn_v2.yaml
 bash scripts/train_or_resume.sh scripts/configs/mlearn_v4.yaml --init runs/mlearn_v2/best
 .venv/bin/python scripts/publish_checkpoint.py runs/mlearn_v4/best mlearn
 .venv/bin/python scripts/write_model_card.py checkpoints/mlearn --bar mlearn
+bash scripts/train_or_resume.sh scripts/configs/mlearn_v6.yaml
+.venv/bin/python scripts/publish_checkpoint.py runs/mlearn_v6/best mlearn-wide
+.venv/bin/python scripts/write_model_card.py checkpoints/mlearn-wide --bar mlearn

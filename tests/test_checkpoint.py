@@ -111,3 +111,17 @@ def test_clebsch_gordan_constants_are_rebuilt_not_stored(tmp_path):
     atoms = random_periodic_structure((3, 14, 32, 42), n_atoms=6, seed=4)
     deviation = check_rotation(loaded, atoms, random_rotation(np.random.default_rng(0)))
     assert deviation["energy"] < 1e-12 and deviation["forces"] < 1e-12
+
+
+@pytest.mark.parametrize(
+    ("name", "species"), [("mlearn", (3, 14, 32, 42)), ("mlearn-wide", (3, 14, 32, 42)), ("organic", (1, 6, 8))]
+)
+def test_shipped_trained_models_physics(name, species):
+    """Every shipped model trained here: equivariance, forces = -dE/dr, stress = strain
+    derivative, batching and extensivity on a random periodic cell of its elements (float64)."""
+    from atomistic.testing import assert_potential_physics, random_periodic_structure
+
+    potential = load_potential(name, dtype="float64")
+    assert set(potential.atomic_numbers) == set(species)
+    atoms = random_periodic_structure(species, n_atoms=6, seed=2, density=0.04)
+    assert_potential_physics(potential, atoms, seed=2)
