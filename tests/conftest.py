@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 
 # The Triton backend's parity tests run its kernels under the Triton interpreter when there
@@ -15,6 +16,8 @@ import torch
 
 from atomistic.models.builders import build_potential, mace_architecture
 from atomistic.models.encoders.mace import MACEConfig
+
+from .paths import DATA
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
@@ -56,3 +59,31 @@ def default_potential():
     from atomistic import load_potential
 
     return load_potential("default", dtype="float64")
+
+
+def tiny_training_config(tmp_path, name: str, epochs: int = 2, extra: str = "") -> str:
+    """A tiny float64 training config over the first 8 structures of the Li and Si mlearn files
+    (copied to ``tmp_path/<element>/training.json``, the mlearn layout); returns its path."""
+    for element in ("Li", "Si"):
+        (tmp_path / element).mkdir(exist_ok=True)
+        records = json.loads((DATA / "mlearn" / element / "training.json").read_text())[:8]
+        (tmp_path / element / "training.json").write_text(json.dumps(records))
+    text = f"""
+seed: 3
+dtype: float64
+run_dir: {tmp_path / 'runs' / name}
+output: {tmp_path / 'out' / name}
+epochs: {epochs}
+batch_size: 4
+data:
+  train:
+    - {{path: {tmp_path / 'Li' / 'training.json'}, weight: 1.0}}
+    - {{path: {tmp_path / 'Si' / 'training.json'}, weight: 2.0}}
+  valid_fraction: 0.25
+model: {{cutoff: 4.0, channels: 4, max_ell: 1, hidden_lmax: 1, num_layers: 1, correlation: 2, radial_hidden: [8]}}
+schedule: {{kind: cosine, warmup_epochs: 1}}
+{extra}
+"""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return str(path)

@@ -13,34 +13,10 @@ from atomistic.cli import app
 from atomistic.training.config import ConfigError, load_config
 from atomistic.training.loop import training_hours
 
+from .conftest import tiny_training_config as _config
 from .paths import DATA
 
 runner = CliRunner()
-
-
-def _config(tmp_path, name: str, epochs: int = 2, extra: str = "") -> str:
-    for element in ("Li", "Si"):
-        records = json.loads((DATA / "mlearn" / element / "training.json").read_text())[:8]
-        (tmp_path / f"{element}.json").write_text(json.dumps(records))
-    text = f"""
-seed: 3
-dtype: float64
-run_dir: {tmp_path / 'runs' / name}
-output: {tmp_path / 'out' / name}
-epochs: {epochs}
-batch_size: 4
-data:
-  train:
-    - {{path: {tmp_path / 'Li.json'}, weight: 1.0}}
-    - {{path: {tmp_path / 'Si.json'}, weight: 2.0}}
-  valid_fraction: 0.25
-model: {{cutoff: 4.0, channels: 4, max_ell: 1, hidden_lmax: 1, num_layers: 1, correlation: 2, radial_hidden: [8]}}
-schedule: {{kind: cosine, warmup_epochs: 1}}
-{extra}
-"""
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(text)
-    return str(path)
 
 
 def _assert_same_training(tmp_path, first: str, second: str, epochs: int) -> None:
@@ -87,9 +63,9 @@ def test_resume_matches_uninterrupted_run(tmp_path):
         worst = record["worst_step"]
         assert worst["loss"] >= record["train"]["total"] and 1 <= worst["step"] <= 3
         assert 1 <= len(worst["structures"]) <= 4
-        assert all(name.rsplit("#", 1)[0].endswith(("Li.json", "Si.json")) for name in worst["structures"])
+        assert all(name.rsplit("#", 1)[0].endswith(("Li/training.json", "Si/training.json")) for name in worst["structures"])
     assert (tmp_path / "runs" / "straight" / "parity_forces.png").exists()
-    result = runner.invoke(app, ["eval", str(tmp_path / "out" / "straight"), str(tmp_path / "Li.json"), "--json"])
+    result = runner.invoke(app, ["eval", str(tmp_path / "out" / "straight"), str(tmp_path / "Li" / "training.json"), "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["n_structures"] == 8
 
 
@@ -176,7 +152,7 @@ def test_extend_species_keeps_old_predictions():
 def test_init_onto_new_elements_via_cli(tmp_path):
     li_only = _config(tmp_path, "li", epochs=1)
     text = (tmp_path / "li.yaml").read_text()
-    text = "\n".join(line for line in text.splitlines() if "Si.json" not in line)
+    text = "\n".join(line for line in text.splitlines() if "Si/training.json" not in line)
     (tmp_path / "li.yaml").write_text(text)
     assert runner.invoke(app, ["train", li_only]).exit_code == 0
     both = _config(tmp_path, "both", epochs=1)

@@ -11,7 +11,8 @@ from atomistic.cli import app
 from atomistic.training.config import load_config
 from atomistic.training.metrics import evaluate
 from atomistic.training.run import prepare
-from tests.paths import DATA, ROOT
+from tests.conftest import tiny_training_config
+from tests.paths import ROOT
 
 spec = importlib.util.spec_from_file_location("write_model_card", ROOT / "scripts" / "write_model_card.py")
 write_model_card = importlib.util.module_from_spec(spec)
@@ -19,33 +20,16 @@ spec.loader.exec_module(write_model_card)
 
 
 def test_card_rows_are_the_validation_errors_per_element(tmp_path, capsys):
-    for element in ("Li", "Si"):  # grouped by the mlearn layout: <element>/training.json
-        (tmp_path / element).mkdir()
-        records = json.loads((DATA / "mlearn" / element / "training.json").read_text())[:8]
-        (tmp_path / element / "training.json").write_text(json.dumps(records))
-    config = tmp_path / "tiny.yaml"
-    config.write_text(f"""
-seed: 1
-dtype: float64
-run_dir: {tmp_path / 'run'}
-output: {tmp_path / 'best'}
-epochs: 1
-data:
-  train:
-    - {{path: {tmp_path / 'Li' / 'training.json'}}}
-    - {{path: {tmp_path / 'Si' / 'training.json'}}}
-  valid_fraction: 0.25
-model: {{cutoff: 4.0, channels: 4, max_ell: 1, hidden_lmax: 1, num_layers: 1, correlation: 2, radial_hidden: [8]}}
-""")
+    config = tiny_training_config(tmp_path, "card", epochs=1)  # <element>/training.json: grouped by element
     result = CliRunner().invoke(app, ["train", str(config)])
     assert result.exit_code == 0, result.output
 
-    write_model_card.main([str(tmp_path / "best"), "--bar", "mlearn", "--note", "a fine-tune of nothing"])
-    card = (tmp_path / "best" / "MODEL_CARD.md").read_text()
+    write_model_card.main([str(tmp_path / "out" / "card"), "--bar", "mlearn", "--note", "a fine-tune of nothing"])
+    card = (tmp_path / "out" / "card" / "MODEL_CARD.md").read_text()
     capsys.readouterr()
 
     _, valid, _ = prepare(load_config(config))
-    potential = load_potential(tmp_path / "best", dtype="float64")
+    potential = load_potential(tmp_path / "out" / "card", dtype="float64")
     for element, (bar_energy, bar_force) in (("Li", (0.49, 0.01)), ("Si", (2.21, 0.06))):
         members = [s for s in valid if f"/{element}/" in s.info["source"]]
         m = evaluate(potential, members).summary()
@@ -56,5 +40,5 @@ model: {{cutoff: 4.0, channels: 4, max_ell: 1, hidden_lmax: 1, num_layers: 1, co
         assert row in card
     assert "## Training history\na fine-tune of nothing" in card
     assert "trained from scratch" in card
-    manifest = json.loads((tmp_path / "best" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "out" / "card" / "manifest.json").read_text())
     assert set(manifest["metrics"]["validation_by_group"]) == {"Li", "Si"}
