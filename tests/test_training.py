@@ -69,6 +69,30 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert result.exit_code == 0 and json.loads(result.output)["n_structures"] == 8
 
 
+def test_resume_runs_on_the_backend_of_the_saved_epochs(tmp_path, monkeypatch):
+    # `auto` can resolve differently when a run is resumed (another machine, a kernel build that
+    # failed once): the resumed epochs run on the backend the saved ones ran on
+    import atomistic.models.builders as builders
+
+    straight = _config(tmp_path, "straight", extra="backend: e3nn")
+    result = runner.invoke(app, ["train", straight])
+    assert result.exit_code == 0 and "kernel backend e3nn" in result.output, result.output
+    interrupted = _config(tmp_path, "interrupted")
+    resolve = builders.resolve_backend
+    with monkeypatch.context() as patch:  # `auto` means e3nn for the first epoch only
+        patch.setattr(builders, "resolve_backend", lambda name, *a, **k: resolve("e3nn" if name == "auto" else name, *a, **k))
+        result = runner.invoke(app, ["train", interrupted, "--stop-after-epochs", "1"])
+    assert result.exit_code == 0 and "kernel backend e3nn" in result.output, result.output
+    assert builders.resolve_backend("auto") != "e3nn"
+    result = runner.invoke(app, ["train", interrupted, "--resume"])
+    assert result.exit_code == 0 and "kernel backend e3nn" in result.output, result.output
+    _assert_same_training(tmp_path, "straight", "interrupted", epochs=2)
+    # another explicit backend cannot continue the saved epochs: a clear error, not a crash
+    other = _config(tmp_path, "interrupted", epochs=3, extra="backend: reference")
+    result = runner.invoke(app, ["train", other, "--resume"])
+    assert result.exit_code == 2 and "backend: the saved epochs" in result.output and "ran on 'e3nn'" in result.output, result.output
+
+
 CONFIG_ERRORS = [
     ("epochs: 0", "epochs: must be >= 1"),
     ("learning_rate: 1", r"unknown option\(s\) \['learning_rate'\]"),

@@ -118,8 +118,13 @@ def extension():
     )
 
 
+@functools.cache
 def extension_builds() -> bool:
-    """Whether the extension compiles and loads here (compiles it on the first call)."""
+    """Whether the extension compiles and loads here (compiles it on the first call).
+
+    The answer is kept for the life of the process, so ``auto`` resolves to the same backend
+    for every model built in it (a build that failed once, say on a lock another process
+    held, must not switch a later model of the same process to another kernel)."""
     if not compiler_present():
         return False
     try:

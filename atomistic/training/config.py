@@ -6,7 +6,8 @@ dtype: float32               # float32 | float64
 device: auto                 # auto (cuda when available, else cpu) | cpu | cuda | cuda:N
 backend: auto                # kernel backend: auto (the fused C++ kernel on CPU when it compiles,
                              # with a fused double backward for the force loss; else reference)
-                             # | reference | cpu | cueq | triton | e3nn
+                             # | reference | cpu | cueq | triton | e3nn; --resume continues
+                             # on the backend the saved epochs ran on
 run_dir: runs/my-model       # state.pt (resume), metrics.jsonl, parity plots
 output: checkpoints/my-model # best model (EMA weights), written as training goes
 epochs: 100

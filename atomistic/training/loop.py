@@ -295,6 +295,7 @@ class Trainer:
             "plateau_scale": self.plateau_scale,
             "plateau_bad_epochs": self.plateau_bad_epochs,
             "rng": self.rng.bit_generator.state,
+            "backend": self.potential.metadata.backend,
         }
 
     def save_state(self) -> None:

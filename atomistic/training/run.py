@@ -148,6 +148,34 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     return potential
 
 
+def backend_of_saved_run(config: TrainConfig, run_dir: Path) -> TrainConfig:
+    """``config`` with the kernel backend that ``run_dir``'s saved epochs ran on.
+
+    A resumed run continues on that backend: the backends sum in different orders (so only
+    the same one continues the run bit for bit) and some hold their weights under other names
+    (so the saved optimizer state would not fit). ``auto`` takes the saved backend; another
+    explicit one, or a saved backend that cannot run here, is a ``ConfigError`` (fine-tune the
+    best checkpoint with ``--init`` to carry the model to another backend)."""
+    from atomistic.kernels import resolve_backend
+
+    recorded = torch.load(run_dir / "state.pt", weights_only=True, map_location="cpu").get("backend")
+    if recorded is None or recorded == config.backend:
+        return config
+    if config.backend != "auto":
+        raise ConfigError(
+            f"backend: the saved epochs of '{run_dir}' ran on '{recorded}'; resume with backend: {recorded} "
+            f"(or auto), or start a new run with --init from its best checkpoint"
+        )
+    try:
+        resolve_backend(recorded, config.resolved_device())
+    except ValueError as error:
+        raise ConfigError(
+            f"backend: the saved epochs of '{run_dir}' ran on '{recorded}', which cannot run here ({error}); "
+            f"start a new run with --init from its best checkpoint instead"
+        ) from None
+    return dataclasses.replace(config, backend=recorded)
+
+
 def train(
     config: TrainConfig,
     *,
@@ -169,6 +197,8 @@ def train(
         raise ConfigError(f"run_dir '{run_dir}' already holds a run; pass --resume to continue it or choose another run_dir")
     if resume and not (run_dir / "state.pt").exists() and not (run_dir / "config.json").exists():
         raise ConfigError(f"--resume: no run in '{run_dir}' to resume")
+    if resume and (run_dir / "state.pt").exists():
+        config = backend_of_saved_run(config, run_dir)
     torch.manual_seed(config.seed)
     train_set, valid_set, stats = prepare(config)
     potential = build_model(config, stats, init)
@@ -203,7 +233,8 @@ def train(
     trainer.drop_unsaved_records()
     log(
         f"{len(train_set)} training / {len(valid_set)} validation structures; species {list(stats['species'])}; "
-        f"avg neighbours {stats['avg_num_neighbors']:.2f}; parameters {sum(p.numel() for p in potential.parameters())}"
+        f"avg neighbours {stats['avg_num_neighbors']:.2f}; parameters {sum(p.numel() for p in potential.parameters())}; "
+        f"kernel backend {potential.metadata.backend}"
     )
     started = time.time()
 
