@@ -32,6 +32,18 @@ def test_roundtrip_float64(tmp_path):
     assert loaded.metadata.provenance == {"data": "none"}
 
 
+def test_roundtrip_with_element_dependent_radial_functions(tmp_path):
+    potential = small_mace(2, 1, 3, 2, species_radial=True)
+    save_checkpoint(potential, tmp_path / "m", weights_dtype=torch.float64)
+    loaded = load_potential(tmp_path / "m")
+    assert loaded.encoder.config.species_radial
+    atoms = bulk("Si", "diamond", 5.43)
+    atoms.rattle(0.05, seed=1)
+    (a,), (b,) = potential.predict(atoms), loaded.predict(atoms)
+    assert a["energy"] == pytest.approx(b["energy"], abs=1e-12)
+    np.testing.assert_allclose(a["forces"], b["forces"], atol=1e-12)
+
+
 def test_load_as_float32(tmp_path):
     save_checkpoint(small_mace(), tmp_path / "m")
     loaded = load_potential(tmp_path / "m", dtype="float32")

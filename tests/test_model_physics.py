@@ -27,6 +27,32 @@ def test_physics_float64(variant):
     assert_potential_physics(potential, atoms, seed=1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_physics_with_element_dependent_radial_functions(dtype):
+    potential = small_mace(2, 1, 3, 2, dtype=dtype, species_radial=True)
+    atoms = random_periodic_structure(MLEARN_SPECIES, n_atoms=6, seed=11)
+    assert_potential_physics(potential, atoms, seed=4)
+
+
+def test_element_dependent_radial_functions_tell_element_pairs_apart():
+    """The radial MLP's inputs: the basis, then the basis in the slot of the centre's species
+    and in the slot of the neighbour's species; zero wherever the basis is zero."""
+    from atomistic.models.encoders.mace import species_radial_features
+
+    radial = torch.rand(5, 3, dtype=torch.float64)
+    onehot = torch.nn.functional.one_hot(torch.tensor([0, 1, 2, 3, 0]), 4).to(torch.float64)
+    features = species_radial_features(radial, onehot, onehot.flip(0))
+    assert features.shape == (5, 3 * (1 + 2 * 4))
+    torch.testing.assert_close(features[:, :3], radial)
+    # the centre block of edge 1 (species 1) holds the basis in its second slot only
+    torch.testing.assert_close(features[1, 3:15].reshape(3, 4)[:, 1], radial[1])
+    assert features[1, 3:15].reshape(3, 4)[:, [0, 2, 3]].abs().sum() == 0
+    # the neighbour block of edge 1 (species reversed: 3)
+    torch.testing.assert_close(features[1, 15:].reshape(3, 4)[:, 3], radial[1])
+    # a zero basis (beyond the cutoff) gives zero features for every species
+    assert species_radial_features(torch.zeros(5, 3, dtype=torch.float64), onehot, onehot).abs().sum() == 0
+
+
 def test_physics_float32_honest_tolerances():
     potential = small_mace(2, 1, 3, 2, dtype=torch.float32)
     atoms = random_periodic_structure(MLEARN_SPECIES, n_atoms=5, seed=3)

@@ -29,6 +29,7 @@ model:
   num_bessel: 8
   envelope_exponent: 6
   radial_hidden: [32, 32]
+  species_radial: false      # element-dependent radial functions (radial MLP reads the species)
   energy_mlp_hidden: 16
   energy_head: true          # energy head (forces, stress by autograd); false for tensor-only models
   tensor_heads: {}           # crystal-tensor heads by output, e.g.
@@ -115,6 +116,7 @@ class ModelConfig:
     num_bessel: int = 8
     envelope_exponent: int = 6
     radial_hidden: tuple[int, ...] = (32, 32)
+    species_radial: bool = False
     energy_mlp_hidden: int = 16
     energy_head: bool = True
     tensor_heads: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)

@@ -36,6 +36,10 @@ class MACEConfig:
         correlation: body order of the product basis (1–3).
         radial_hidden: hidden widths of the radial MLP.
         avg_num_neighbors: average number of neighbours within the cutoff (normalises sums).
+        species_radial: element-dependent radial functions: the radial MLP also reads the
+            Bessel basis times the one-hot species of the edge's centre and of its neighbour
+            (``num_bessel · (1 + 2 · n_species)`` inputs), so every element pair gets its own
+            radial weights; every input still vanishes at the cutoff.
     """
 
     species: tuple[int, ...]
@@ -49,10 +53,12 @@ class MACEConfig:
     correlation: int = 3
     radial_hidden: tuple[int, ...] = (64, 64, 64)
     avg_num_neighbors: float = 1.0
+    species_radial: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "species", tuple(int(z) for z in self.species))
         object.__setattr__(self, "radial_hidden", tuple(int(w) for w in self.radial_hidden))
+        object.__setattr__(self, "species_radial", bool(self.species_radial))
         checks = [
             (len(self.species) >= 1, "species", "at least one species is required"),
             (self.cutoff > 0, "cutoff", "must be positive (Å)"),
@@ -68,6 +74,11 @@ class MACEConfig:
         for ok, field, reason in checks:
             if not ok:
                 raise ValueError(f"MACEConfig.{field}={getattr(self, field)!r}: {reason}")
+
+    @property
+    def num_radial_features(self) -> int:
+        """Inputs of the radial MLP per edge."""
+        return self.num_bessel * (1 + 2 * len(self.species)) if self.species_radial else self.num_bessel
 
     @property
     def irreps_edge(self) -> o3.Irreps:
@@ -88,6 +99,17 @@ class MACEConfig:
         return d
 
 
+def species_radial_features(
+    edge_radial: torch.Tensor, centre_onehot: torch.Tensor, neighbour_onehot: torch.Tensor
+) -> torch.Tensor:
+    """``[n_edges, B]`` radial basis and ``[n_edges, S]`` one-hot species of each edge's centre
+    and neighbour → ``[n_edges, B · (1 + 2S)]``: the basis, then the basis times each one-hot."""
+    n_edges, width = edge_radial.shape[0], edge_radial.shape[1] * centre_onehot.shape[1]
+    by_centre = (edge_radial.unsqueeze(2) * centre_onehot.unsqueeze(1)).reshape(n_edges, width)
+    by_neighbour = (edge_radial.unsqueeze(2) * neighbour_onehot.unsqueeze(1)).reshape(n_edges, width)
+    return torch.cat([edge_radial, by_centre, by_neighbour], dim=1)
+
+
 class MACELayer(torch.nn.Module):
     """Interaction → product basis → (+ species-wise residual)."""
 
@@ -102,7 +124,7 @@ class MACELayer(torch.nn.Module):
             self.irreps_in,
             config.irreps_edge,
             config.irreps_atomic_basis,
-            num_radial=config.num_bessel,
+            num_radial=config.num_radial_features,
             radial_hidden=config.radial_hidden,
             avg_num_neighbors=config.avg_num_neighbors,
             backend=backend,
@@ -148,6 +170,9 @@ class MACEEncoder(torch.nn.Module):
         self.radial = RadialEmbedding(config.cutoff, config.num_bessel, config.envelope_exponent)
         self.spherical_harmonics = o3.SphericalHarmonics(config.irreps_edge, normalize=True, normalization="component")
         radial_variance = self.radial.mean_square()
+        if config.species_radial:
+            # of the 1 + 2·n_species Bessel blocks, 3 are non-zero on every edge
+            radial_variance *= 3.0 / (1 + 2 * self.num_species)
         layers = []
         irreps_in = irreps_embedding
         for i in range(config.num_layers):
@@ -160,9 +185,11 @@ class MACEEncoder(torch.nn.Module):
         vectors = edge_vectors(graph)
         lengths = torch.linalg.vector_norm(vectors, dim=-1)
         edge_attrs = self.spherical_harmonics(vectors)
-        edge_radial = self.radial(lengths)
+        edge_radial = self.radial(lengths)  # [n_edges, num_bessel]
         species = graph[keys.SPECIES_INDEX]
         species_onehot = torch.nn.functional.one_hot(species, self.num_species).to(vectors.dtype)
+        if self.config.species_radial:
+            edge_radial = species_radial_features(edge_radial, species_onehot[centre], species_onehot[neighbour])
         h = self.embedding(species_onehot)
         per_layer = []
         for layer in self.layers:
