@@ -34,7 +34,7 @@ def test_physics_with_element_dependent_radial_functions(dtype):
     assert_potential_physics(potential, atoms, seed=4)
 
 
-def test_element_dependent_radial_functions_tell_element_pairs_apart():
+def test_element_dependent_radial_feature_layout():
     """The radial MLP's inputs: the basis, then the basis in the slot of the centre's species
     and in the slot of the neighbour's species; zero wherever the basis is zero."""
     from atomistic.models.encoders.mace import species_radial_features

@@ -171,8 +171,8 @@ class MACEEncoder(torch.nn.Module):
         self.spherical_harmonics = o3.SphericalHarmonics(config.irreps_edge, normalize=True, normalization="component")
         radial_variance = self.radial.mean_square()
         if config.species_radial:
-            # of the 1 + 2·n_species Bessel blocks, 3 are non-zero on every edge
-            radial_variance *= 3.0 / (1 + 2 * self.num_species)
+            # of the radial MLP's Bessel-sized input blocks, 3 are non-zero on every edge
+            radial_variance *= 3 * config.num_bessel / config.num_radial_features
         layers = []
         irreps_in = irreps_embedding
         for i in range(config.num_layers):
