@@ -69,6 +69,21 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert result.exit_code == 0 and json.loads(result.output)["n_structures"] == 8
 
 
+def test_dataset_weight_normalisation_trains_another_model(tmp_path):
+    # the tiny config weights Si 2 and Li 1: normalised per batch or over the training set,
+    # mixed batches weigh alike and single-file batches do not, so the runs part ways
+    by_batch = _config(tmp_path, "by_batch", epochs=1)
+    by_dataset = _config(tmp_path, "by_dataset", epochs=1, extra="loss: {weight_normalisation: dataset}")
+    for path in (by_batch, by_dataset):
+        result = runner.invoke(app, ["train", path])
+        assert result.exit_code == 0, result.output
+    a = torch.load(tmp_path / "runs" / "by_batch" / "state.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "runs" / "by_dataset" / "state.pt", weights_only=True)["model"]
+    assert any(not torch.equal(a[key], b[key]) for key in a)
+    record = json.loads((tmp_path / "runs" / "by_dataset" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert all(np.isfinite(value) for value in record["train"].values())
+
+
 def test_resume_runs_on_the_backend_of_the_saved_epochs(tmp_path, monkeypatch):
     # `auto` can resolve differently when a run is resumed (another machine, a kernel build that
     # failed once): the resumed epochs run on the backend the saved ones ran on

@@ -44,6 +44,10 @@ loss:
   tensors: 1.0               # weight of each crystal-tensor term (in units of the head's data scale)
   kind: mse                  # mse | huber
   huber_delta: 0.01
+  weight_normalisation: batch  # how per-file weights act: batch (a weighted mean within each
+                             # batch; a batch from one file counts in full whatever its weight)
+                             # | dataset (divide by the batch's item count times the training
+                             # set's mean weight: weights rebalance files or elements)
 stage_two:                   # a final stage with other loss weights (as MACE's second stage,
                              # usually a heavier energy weight as the rate anneals)
   start_epoch: null          # the stage starts after this many epochs (null: no second stage);
@@ -130,6 +134,7 @@ class LossConfig:
     tensors: float = 1.0
     kind: str = "mse"
     huber_delta: float = 0.01
+    weight_normalisation: str = "batch"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,6 +275,11 @@ def _check(config: TrainConfig) -> TrainConfig:
         (0.0 <= config.data.valid_fraction < 1.0, "data.valid_fraction", "must be in [0, 1)"),
         (config.model.encoder == "mace", "model.encoder", "only 'mace' is trainable here"),
         (config.loss.kind in ("mse", "huber"), "loss.kind", "must be mse or huber"),
+        (
+            config.loss.weight_normalisation in ("batch", "dataset"),
+            "loss.weight_normalisation",
+            "must be batch or dataset",
+        ),
         (config.schedule.kind in ("cosine", "plateau"), "schedule.kind", "must be cosine or plateau"),
         (config.optimizer.learning_rate > 0, "optimizer.learning_rate", "must be positive"),
         (all(f.weight >= 0 for f in config.data.train), "data.train[].weight", "must be >= 0"),

@@ -18,7 +18,7 @@ from atomistic import keys
 from atomistic.data.convert import Structure
 from atomistic.data.graph import build_graph
 from atomistic.models.builders import build_potential
-from atomistic.training.losses import LossWeights, weighted_loss
+from atomistic.training.losses import LossWeights, dataset_mean_weights, weighted_loss
 from atomistic.training.metrics import fnorm_key, tensor_metrics
 from atomistic.units import EV_PER_ANG3_TO_GPA
 
@@ -108,6 +108,8 @@ class Trainer:
         }
         self.train_graphs = self._pre_batch(train)
         self.valid_graphs = self._pre_batch(valid)
+        # the training set's mean loss weight per term: weight_normalisation "dataset"
+        self.mean_weights = dataset_mean_weights(self.train_graphs, tuple(self.tensor_scales))
         self.n_train = len(train)
         # "source#frame" of each training structure: names the batch of an epoch's worst step
         self.train_names = [f"{s.info.get('source', '?')}#{s.info.get('frame', i)}" for i, s in enumerate(train)]
@@ -205,7 +207,7 @@ class Trainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             outputs = self.potential(batch, compute_forces=True, compute_stress=True, training=True)
-            terms = weighted_loss(outputs, batch, loss_weights, self.tensor_scales)
+            terms = weighted_loss(outputs, batch, loss_weights, self.tensor_scales, self.mean_weights)
             self.optimizer.zero_grad(set_to_none=True)
             terms["total"].backward()
             torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
