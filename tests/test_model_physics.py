@@ -34,6 +34,28 @@ def test_physics_with_element_dependent_radial_functions(dtype):
     assert_potential_physics(potential, atoms, seed=4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_physics_with_per_species_energy_scale(dtype):
+    potential = small_mace(2, 1, 3, 2, dtype=dtype)
+    potential.heads["energy"].scale.copy_(torch.tensor([0.26, 0.87, 0.66, 1.57], dtype=dtype))
+    atoms = random_periodic_structure(MLEARN_SPECIES, n_atoms=6, seed=12)
+    assert_potential_physics(potential, atoms, seed=5)
+
+
+def test_one_scale_for_all_species_loads_into_the_per_species_scale():
+    # checkpoints written before the scale was per species hold a single value
+    potential = small_mace(2, 1, 3, 2)
+    state = potential.state_dict()
+    state["heads.energy.scale"] = torch.tensor(0.75, dtype=torch.float64)
+    other = small_mace(2, 1, 3, 2, seed=1)
+    other.load_state_dict(state)
+    assert torch.equal(other.heads["energy"].scale, torch.full((4,), 0.75, dtype=torch.float64))
+    head = potential.heads["energy"]
+    head.scale.fill_(0.75)
+    atoms = random_periodic_structure(MLEARN_SPECIES, n_atoms=5, seed=2)
+    assert potential.predict(atoms)[0]["energy"] == pytest.approx(other.predict(atoms)[0]["energy"], rel=1e-12)
+
+
 def test_element_dependent_radial_feature_layout():
     """The radial MLP's inputs: the basis, then the basis in the slot of the centre's species
     and in the slot of the neighbour's species; zero wherever the basis is zero."""

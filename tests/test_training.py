@@ -177,8 +177,11 @@ def test_extend_species_keeps_old_predictions():
     from .conftest import small_mace
 
     potential = small_mace(2, 1, 3, 2)
+    potential.heads["energy"].scale.copy_(torch.tensor([0.2, 0.9, 0.6, 1.5], dtype=torch.float64))
     grown = extend_species(potential, [8, 1], {8: -4.9, 1: -1.1})
     assert grown.atomic_numbers == (3, 14, 32, 42, 8, 1)
+    # per-species scales carried over; the new elements start at the old ones' mean
+    assert grown.heads["energy"].scale.tolist() == pytest.approx([0.2, 0.9, 0.6, 1.5, 0.8, 0.8])
     old_only = random_periodic_structure((3, 14, 32, 42), n_atoms=6, seed=2)
     (a,), (b,) = potential.predict(old_only), grown.predict(old_only)
     assert abs(a["energy"] - b["energy"]) < 1e-10
@@ -186,6 +189,33 @@ def test_extend_species_keeps_old_predictions():
     (water,) = grown.predict(Atoms("OH2", positions=[[0, 0, 0], [0.96, 0, 0], [-0.24, 0.93, 0]]))
     assert water["forces"].shape == (3, 3)
     assert grown.reference_energy(8) == pytest.approx(-4.9)
+
+
+def test_per_species_scale_is_each_elements_force_rms(tmp_path):
+    from atomistic.checkpoint import load_potential
+    from atomistic.training.run import prepare
+    from atomistic.training.statistics import force_rms, force_rms_per_species
+
+    path = _config(tmp_path, "scaled", epochs=1)
+    text = open(path).read().replace("radial_hidden: [8]}", "radial_hidden: [8], per_species_scale: true}")
+    open(path, "w").write(text)
+    result = runner.invoke(app, ["train", path])
+    assert result.exit_code == 0, result.output
+    train, _, stats = prepare(load_config(path))
+    by_element = {}
+    for s in train:
+        for z, f in zip(s.numbers, np.asarray(s.labels["forces"]), strict=True):
+            by_element.setdefault(int(z), []).append(f)
+    expected = [np.sqrt(np.mean(np.square(by_element[z]))) for z in stats["species"]]
+    assert force_rms_per_species(train, stats["species"]) == pytest.approx(expected, rel=1e-12)
+    assert expected[0] < 0.5 * expected[1]  # Li's forces are much softer than Si's
+    scale = load_potential(tmp_path / "out" / "scaled", dtype=torch.float64).heads["energy"].scale
+    assert scale.tolist() == pytest.approx(expected, rel=1e-6)  # checkpoints hold float32
+    # an element without force labels takes the pooled value
+    no_forces = [dataclasses.replace(s, labels={k: v for k, v in s.labels.items() if k != "forces"}) for s in train if 3 in s.numbers]
+    others = [s for s in train if 3 not in s.numbers]
+    pooled = force_rms(others)
+    assert force_rms_per_species(no_forces + others, (3, 14))[0] == pytest.approx(pooled)
 
 
 def test_init_onto_new_elements_via_cli(tmp_path):

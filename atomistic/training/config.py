@@ -32,6 +32,8 @@ model:
   species_radial: false      # element-dependent radial functions (radial MLP reads the species)
   energy_mlp_hidden: 16
   energy_head: true          # energy head (forces, stress by autograd); false for tensor-only models
+  per_species_scale: false   # energy readout scale per element (its own force RMS) instead of
+                             # one for all (the pooled force RMS)
   tensor_heads: {}           # crystal-tensor heads by output, e.g.
                              #   elastic_tensor: {basis: cartesian, channels: 8, hidden: 32}
                              # outputs: dielectric_tensor | piezoelectric_tensor | elastic_tensor;
@@ -123,6 +125,7 @@ class ModelConfig:
     species_radial: bool = False
     energy_mlp_hidden: int = 16
     energy_head: bool = True
+    per_species_scale: bool = False
     tensor_heads: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 

@@ -19,6 +19,7 @@ from atomistic.training.losses import LossWeights
 from atomistic.training.statistics import (
     average_num_neighbors,
     force_rms,
+    force_rms_per_species,
     least_squares_e0s,
     mean_interaction_energy,
     tensor_scale,
@@ -81,7 +82,7 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
             stats["e0s"] = least_squares_e0s(train, species)
             stats["e0_method"] = "least squares on training energies"
         stats["shift"] = mean_interaction_energy(train, species, stats["e0s"])
-        stats["scale"] = force_rms(train)
+        stats["scale"] = force_rms_per_species(train, species) if config.model.per_species_scale else force_rms(train)
     return train, valid, stats
 
 
@@ -128,7 +129,7 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
         potential.metadata.name = name
         return potential
     m = config.model
-    head_fields = ("encoder", "energy_mlp_hidden", "energy_head", "tensor_heads")
+    head_fields = ("encoder", "energy_mlp_hidden", "energy_head", "per_species_scale", "tensor_heads")
     encoder_options = {k: v for k, v in dataclasses.asdict(m).items() if k not in head_fields}
     encoder_config = MACEConfig(
         species=stats["species"], avg_num_neighbors=round(float(stats["avg_num_neighbors"]), 4), **encoder_options
@@ -143,7 +144,7 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     if m.energy_head:
         head = potential.heads["energy"]
         head.e0s.copy_(torch.as_tensor(stats["e0s"], dtype=head.e0s.dtype))
-        head.scale.fill_(float(stats["scale"]))
+        head.scale.copy_(torch.as_tensor(stats["scale"], dtype=head.scale.dtype).expand_as(head.scale))
         head.shift.fill_(float(stats["shift"]))
     return potential
 

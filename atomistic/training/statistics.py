@@ -54,6 +54,24 @@ def force_rms(structures: Sequence[Structure]) -> float:
     return float(np.sqrt(np.mean(values**2))) or 1.0
 
 
+def force_rms_per_species(structures: Sequence[Structure], species: Sequence[int]) -> np.ndarray:
+    """``[n_species]`` root-mean-square force component (eV/Å) on the atoms of each element:
+    per-element readout scales. An element without force labels gets :func:`force_rms` of all."""
+    pooled = force_rms(structures)
+    sums = np.zeros(len(species))
+    counts = np.zeros(len(species))
+    index = {int(z): i for i, z in enumerate(species)}
+    for s in structures:
+        if "forces" not in s.labels:
+            continue
+        rows = np.array([index[int(z)] for z in s.numbers])
+        squares = (np.asarray(s.labels["forces"], dtype=np.float64) ** 2).sum(axis=1)
+        np.add.at(sums, rows, squares)
+        np.add.at(counts, rows, 3)
+    rms = np.sqrt(sums / np.maximum(counts, 1))
+    return np.where((counts > 0) & (rms > 0), rms, pooled)
+
+
 def tensor_scale(structures: Sequence[Structure], key: str) -> float:
     """Root-mean-square component of a crystal-tensor label over the data (its unit: GPa,
     C/m², or unitless; the dielectric tensor's vacuum part ``δ_ij`` removed): the output

@@ -51,6 +51,9 @@ def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, 
             elif key == "heads.energy.e0s":
                 target[:n_old] = source
                 target[n_old:] = torch.tensor([float(new_e0s[z]) for z in added], dtype=target.dtype)
+            elif key == "heads.energy.scale" and source.dim() == 1:  # per-species scale
+                target[:n_old] = source
+                target[n_old:] = source.mean()  # new elements: the old ones' mean
             elif source.shape == target.shape:
                 target.copy_(source)
             else:

@@ -21,7 +21,7 @@ def sum_per_system(atomic_energies: torch.Tensor, graph: AtomicGraph) -> torch.T
 
 
 class EnergyHead(torch.nn.Module):
-    """``E_i = E0[z_i] + shift + scale · ε_i`` and ``E = Σ_i E_i`` per system.
+    """``E_i = E0[z_i] + shift + scale[z_i] · ε_i`` and ``E = Σ_i E_i`` per system.
 
     ``ε_i`` is a linear readout of the scalar (``0e``) features of every encoder layer plus a
     small MLP on the last layer's scalars; neither has biases, so an atom without
@@ -41,7 +41,7 @@ class EnergyHead(torch.nn.Module):
         num_layers: int,
         num_species: int,
         e0s: Sequence[float] | None = None,
-        scale: float = 1.0,
+        scale: float | Sequence[float] = 1.0,
         shift: float = 0.0,
         mlp_hidden: int = 16,
     ):
@@ -67,18 +67,28 @@ class EnergyHead(torch.nn.Module):
         if e0s.shape != (num_species,):
             raise ValueError(f"e0s needs one value per species ({num_species}), got {tuple(e0s.shape)}")
         self.register_buffer("e0s", e0s.to(torch.get_default_dtype()))
-        self.register_buffer("scale", torch.tensor(float(scale)))
+        # per-species scale of the readout, eV: one value for all (the data's force RMS) or
+        # each element's own
+        scale = torch.as_tensor(scale, dtype=torch.float64).expand(num_species).clone()
+        self.register_buffer("scale", scale.to(torch.get_default_dtype()))
         self.register_buffer("shift", torch.tensor(float(shift)))
 
     def config(self) -> dict[str, Any]:
         return {"mlp_hidden": self.mlp_hidden}
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # checkpoints written before the scale was per species hold one value for all
+        key = prefix + "scale"
+        if key in state_dict and state_dict[key].dim() == 0:
+            state_dict[key] = state_dict[key].expand(self.scale.shape).clone()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, graph: AtomicGraph, outputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         features = outputs[keys.NODE_FEATURES_PER_LAYER]  # [n_atoms, n_layers, dim]
         scalars = features[:, :, self.scalar_index]  # [n_atoms, n_layers, n_scalars]
         readout = self.linear_readout(scalars.reshape(scalars.shape[0], -1)) + self.mlp_readout(scalars[:, -1])
         species = graph[keys.SPECIES_INDEX]
-        atomic_energies = self.e0s[species] + self.shift + self.scale * readout.squeeze(-1)
+        atomic_energies = self.e0s[species] + self.shift + self.scale[species] * readout.squeeze(-1)
         return {keys.ATOMIC_ENERGIES: atomic_energies, keys.ENERGY: sum_per_system(atomic_energies, graph)}
 
 
