@@ -88,6 +88,7 @@ import yaml
 
 from atomistic.kernels import available_backends
 from atomistic.keys import TENSOR_KEYS
+from atomistic.training.losses import WEIGHT_NORMALISATIONS
 
 TENSOR_HEAD_OPTIONS = {"basis", "channels", "hidden", "lmax", "pairs"}
 
@@ -279,9 +280,9 @@ def _check(config: TrainConfig) -> TrainConfig:
         (config.model.encoder == "mace", "model.encoder", "only 'mace' is trainable here"),
         (config.loss.kind in ("mse", "huber"), "loss.kind", "must be mse or huber"),
         (
-            config.loss.weight_normalisation in ("batch", "dataset"),
+            config.loss.weight_normalisation in WEIGHT_NORMALISATIONS,
             "loss.weight_normalisation",
-            "must be batch or dataset",
+            f"must be {' or '.join(WEIGHT_NORMALISATIONS)}",
         ),
         (config.schedule.kind in ("cosine", "plateau"), "schedule.kind", "must be cosine or plateau"),
         (config.optimizer.learning_rate > 0, "optimizer.learning_rate", "must be positive"),
