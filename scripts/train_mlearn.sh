@@ -3,7 +3,8 @@
 # from scratch, about 3 h on one CPU core with the fused kernels), then mlearn_v4, a 40-epoch
 # fine-tune of it (about 1 h), checkpoints/mlearn-small (scripts/configs/mlearn_small.yaml,
 # about 10 minutes on two threads) and checkpoints/mlearn-wide (scripts/configs/mlearn_v10.yaml,
-# 64 channels, per-file weights from the published force bars, about 1.5 h on two threads). Re-running resumes an interrupted run.
+# 64 channels, per-file weights from the published force bars, about 1.5 h on two threads).
+# Re-running resumes an interrupted run.
 # The shipped mlearn_v2 weights were trained before the reader put the Mo / Si / Ge AIMD and
 # vacancy shear stresses in their place (docs/benchmarks.md); a fresh run trains both stages
 # on the corrected labels.

@@ -70,8 +70,8 @@ def test_resume_matches_uninterrupted_run(tmp_path):
 
 
 def test_dataset_weight_normalisation_trains_another_model(tmp_path):
-    # the tiny config weights Si 2 and Li 1: normalised per batch or over the training set,
-    # mixed batches weigh alike and single-file batches do not, so the runs part ways
+    # the tiny config weights Si 2 and Li 1: the two normalisations differ on every batch whose
+    # weights do not average to the training set's mean weight, so the runs part ways
     by_batch = _config(tmp_path, "by_batch", epochs=1)
     by_dataset = _config(tmp_path, "by_dataset", epochs=1, extra="loss: {weight_normalisation: dataset}")
     for path in (by_batch, by_dataset):
@@ -197,8 +197,8 @@ def test_per_species_scale_is_each_elements_force_rms(tmp_path):
     from atomistic.training.statistics import force_rms, force_rms_per_species
 
     path = _config(tmp_path, "scaled", epochs=1)
-    text = open(path).read().replace("radial_hidden: [8]}", "radial_hidden: [8], per_species_scale: true}")
-    open(path, "w").write(text)
+    config_file = tmp_path / "scaled.yaml"
+    config_file.write_text(config_file.read_text().replace("radial_hidden: [8]}", "radial_hidden: [8], per_species_scale: true}"))
     result = runner.invoke(app, ["train", path])
     assert result.exit_code == 0, result.output
     train, _, stats = prepare(load_config(path))
