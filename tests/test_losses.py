@@ -1,4 +1,4 @@
-"""The weighted loss: per-file weights normalised within each batch or over the training set."""
+"""The weighted loss: per-file weights (on every term or on one) normalised within each batch or over the training set."""
 
 from __future__ import annotations
 
@@ -115,3 +115,41 @@ def test_unknown_or_incomplete_normalisation_is_refused():
         config_from_dict({"data": {"train": ["a.json"]}, "loss": {"weight_normalisation": "global"}})
     config = config_from_dict({"data": {"train": ["a.json"]}, "loss": {"weight_normalisation": "dataset"}})
     assert config.loss.weight_normalisation == "dataset"
+
+
+def test_a_term_weight_replaces_the_file_weight_on_that_term_only():
+    pairs = _structures([3, 5, 4], [1.0, 1.0, 1.0], seed=5)
+    # the middle structure's file weighs 4 on every term but energy, where it weighs 0.5
+    reweighted = [
+        ({**g, "loss_weight": g["loss_weight"] * w, "loss_weight_energy": g["loss_weight"] * e}, o)
+        for (g, o), w, e in zip(pairs, [1.0, 4.0, 1.0], [1.0, 0.5, 1.0], strict=True)
+    ]
+    every_term = [({**g, "loss_weight": g["loss_weight"] * w}, o) for (g, o), w in zip(pairs, [1.0, 4.0, 1.0], strict=True)]
+    energy_only = [({**g, "loss_weight": g["loss_weight"] * e}, o) for (g, o), e in zip(pairs, [1.0, 0.5, 1.0], strict=True)]
+    for normalisation in ("batch", "dataset"):
+        weights = LossWeights(weight_normalisation=normalisation)
+        means = {name: 1.0 for name in ("energy", "forces", "stress")}
+        mixed = _terms(reweighted, weights, means)
+        assert mixed["energy"] == pytest.approx(_terms(energy_only, weights, means)["energy"], rel=1e-12)
+        for name in ("forces", "stress"):
+            assert mixed[name] == pytest.approx(_terms(every_term, weights, means)[name], rel=1e-12)
+        assert mixed["energy"] != pytest.approx(_terms(every_term, weights, means)["energy"], rel=1e-3)
+
+
+def test_dataset_mean_weights_use_each_terms_own_weight():
+    pairs = _structures([2, 6], [3.0, 1.0])
+    graphs = [g for g, _ in pairs]
+    graphs[0] = {**graphs[0], "loss_weight_energy": torch.tensor([7.0], dtype=DTYPE), "loss_weight_forces": torch.tensor([2.0], dtype=DTYPE)}
+    means = dataset_mean_weights(graphs)
+    assert means["energy"] == pytest.approx((7.0 + 1.0) / 2)
+    assert means["forces"] == pytest.approx((2.0 * 2 + 1.0 * 6) / 8)
+    assert means["stress"] == pytest.approx((3.0 + 1.0) / 2)  # no stress weight: the file weight
+
+
+def test_term_weights_in_the_config_default_to_the_file_weight_and_must_not_be_negative():
+    config = config_from_dict({"data": {"train": [{"path": "a.json", "weight": 3.0, "energy_weight": 0.5}]}})
+    assert config.data.train[0].term_weights() == {"energy": 0.5, "forces": 3.0, "stress": 3.0}
+    with pytest.raises(ConfigError, match=r"data.train\[1\].forces_weight: must be null or >= 0"):
+        config_from_dict({"data": {"train": ["a.json", {"path": "b.json", "forces_weight": -1.0}]}})
+    with pytest.raises(ConfigError, match=r"data.train\[0\].energy_weight: expected float"):
+        config_from_dict({"data": {"train": [{"path": "a.json", "energy_weight": "heavy"}]}})

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,6 +83,24 @@ def test_dataset_weight_normalisation_trains_another_model(tmp_path):
     assert any(not torch.equal(a[key], b[key]) for key in a)
     record = json.loads((tmp_path / "runs" / "by_dataset" / "metrics.jsonl").read_text().splitlines()[-1])
     assert all(np.isfinite(value) for value in record["train"].values())
+
+
+def test_per_file_term_weights_reach_the_loss(tmp_path):
+    # Si weighs 2 in the tiny config: an energy weight of 2 on it is the same run, bit for bit;
+    # an energy weight of 0 leaves Si's forces and stress in the loss but not its energies
+    paths = {}
+    for name, si_entry in (("plain", None), ("same", "energy_weight: 2.0"), ("no_si_energy", "energy_weight: 0.0")):
+        path = Path(_config(tmp_path, name, epochs=1, extra="loss: {weight_normalisation: dataset}"))
+        if si_entry:
+            text = path.read_text().replace("weight: 2.0}", f"weight: 2.0, {si_entry}}}")
+            assert si_entry in text
+            path.write_text(text)
+        result = runner.invoke(app, ["train", str(path)])
+        assert result.exit_code == 0, result.output
+        paths[name] = tmp_path / "runs" / name / "state.pt"
+    states = {name: torch.load(path, weights_only=True)["model"] for name, path in paths.items()}
+    assert all(torch.equal(states["plain"][k], states["same"][k]) for k in states["plain"])
+    assert any(not torch.equal(states["plain"][k], states["no_si_energy"][k]) for k in states["plain"])
 
 
 def test_resume_runs_on_the_backend_of_the_saved_epochs(tmp_path, monkeypatch):

@@ -13,7 +13,9 @@ output: checkpoints/my-model # best model (EMA weights), written as training goe
 epochs: 100
 batch_size: 4                # structures per optimisation step
 data:
-  train:                     # extxyz or mlearn JSON files, each with a loss weight
+  train:                     # extxyz or mlearn JSON files, each with a loss weight; the
+                             # optional energy_weight / forces_weight / stress_weight replace
+                             # `weight` on that loss term for the file (null: `weight`)
     - {path: data/mlearn/Si/training.json, weight: 1.0}
   valid: []                  # separate validation files; if empty, a split of train
   valid_fraction: 0.1        # seeded split of each training file
@@ -88,7 +90,7 @@ import yaml
 
 from atomistic.kernels import available_backends
 from atomistic.keys import TENSOR_KEYS
-from atomistic.training.losses import WEIGHT_NORMALISATIONS
+from atomistic.training.losses import TERM_WEIGHT_NAMES, WEIGHT_NORMALISATIONS
 
 TENSOR_HEAD_OPTIONS = {"basis", "channels", "hidden", "lmax", "pairs"}
 
@@ -101,6 +103,17 @@ class ConfigError(ValueError):
 class DataFile:
     path: str
     weight: float = 1.0
+    energy_weight: float | None = None  # the file's weight on the energy term (null: weight)
+    forces_weight: float | None = None
+    stress_weight: float | None = None
+
+    def term_weights(self) -> dict[str, float]:
+        """The file's loss weight per term, ``{"energy", "forces", "stress"}``: the term's own
+        weight where one is set, else ``weight``."""
+        return {
+            term: self.weight if getattr(self, f"{term}_weight") is None else getattr(self, f"{term}_weight")
+            for term in TERM_WEIGHT_NAMES
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,6 +314,11 @@ def _check(config: TrainConfig) -> TrainConfig:
     for ok, field, reason in rules:
         if not ok:
             raise ConfigError(f"{field}: {reason}")
+    for k, entry in enumerate(config.data.train):
+        for term in TERM_WEIGHT_NAMES:
+            value = getattr(entry, f"{term}_weight")
+            if value is not None and value < 0:
+                raise ConfigError(f"data.train[{k}].{term}_weight: must be null or >= 0")
     heads = config.model.tensor_heads
     if not isinstance(heads, dict):
         raise ConfigError("model.tensor_heads: expected a mapping of output name to options")

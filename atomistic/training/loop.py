@@ -18,7 +18,12 @@ from atomistic import keys
 from atomistic.data.convert import Structure
 from atomistic.data.graph import build_graph
 from atomistic.models.builders import build_potential
-from atomistic.training.losses import LossWeights, dataset_mean_weights, weighted_loss
+from atomistic.training.losses import (
+    TERM_WEIGHT_NAMES,
+    LossWeights,
+    dataset_mean_weights,
+    weighted_loss,
+)
 from atomistic.training.metrics import fnorm_key, tensor_metrics
 from atomistic.units import EV_PER_ANG3_TO_GPA
 
@@ -139,11 +144,17 @@ class Trainer:
 
     def _pre_batch(self, structures: Sequence[Structure]) -> list[dict[str, torch.Tensor]]:
         """One graph per structure, built once (neighbour lists are the slow part); the
-        structure's loss weight (``info["loss_weight"]``, default 1) rides along."""
+        structure's loss weight (``info["loss_weight"]``, default 1) and its per-term weights
+        (``info["loss_weight_energy"]`` …, default the loss weight) ride along."""
         graphs = []
         for s in structures:
             graph = build_graph([s], self.potential.cutoff, self.potential.species, dtype=self.dtype, with_labels=True)
-            graph["loss_weight"] = torch.tensor([float(s.info.get("loss_weight", 1.0))], dtype=self.dtype)
+            weight = float(s.info.get("loss_weight", 1.0))
+            graph["loss_weight"] = torch.tensor([weight], dtype=self.dtype)
+            for term in TERM_WEIGHT_NAMES:  # every graph carries every term, so batches collate
+                term_value = s.info.get(f"loss_weight_{term}")
+                term_weight = weight if term_value is None else float(term_value)
+                graph[f"loss_weight_{term}"] = torch.tensor([term_weight], dtype=self.dtype)
             for key in self.tensor_scales:  # the same keys in every graph, so batches collate
                 if f"ref_{key}" not in graph:
                     graph[f"ref_{key}"] = torch.zeros((1, *keys.TENSOR_SHAPES[key]), dtype=self.dtype)

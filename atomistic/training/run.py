@@ -27,13 +27,12 @@ from atomistic.training.statistics import (
 
 
 def _read_files(files, seed: int, valid_fraction: float | None) -> tuple[list[Structure], list[Structure]]:
-    """Read files with their loss weights; split each one (seeded, the same generator state
+    """Read files with their loss weights (per term); split each one (seeded, the same generator state
     for every file) when a fraction is given."""
     train, valid = [], []
     for entry in files:
-        structures = [
-            dataclasses.replace(s, info={**s.info, "loss_weight": entry.weight}) for s in read_labelled(entry.path)
-        ]
+        weights = {"loss_weight": entry.weight, **{f"loss_weight_{term}": w for term, w in entry.term_weights().items()}}
+        structures = [dataclasses.replace(s, info={**s.info, **weights}) for s in read_labelled(entry.path)]
         if valid_fraction:
             file_train, file_valid = seeded_split(structures, valid_fraction, seed)
             train += file_train
