@@ -7,8 +7,8 @@ walked in receiver order (and in sender order for the node-feature gradient), so
 owns the rows it writes.  Channels are the innermost, contiguous loop (node features are
 transposed to ``ir_mul`` inside the operation).  The backward pass runs in C++ too, and so does
 its derivative (training with a force loss): the convolution is trilinear, so the derivatives
-of its vector–Jacobian product are the same two kernels at swapped arguments
-(``_FusedConvolutionTranspose``).  The symmetric contraction is the ``reference`` one.
+of its vector–Jacobian product are sums of the same products at swapped arguments, each
+summed in one fused pass (``_FusedConvolutionTranspose``).  The symmetric contraction is the ``reference`` one.
 
 The extension is compiled with the system C++ compiler on first use (``torch.utils.
 cpp_extension``, about a minute) into a directory of ``$TORCH_EXTENSIONS_DIR`` named by the
@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from e3nn import o3
 
-from atomistic.kernels.base import TensorProductConvolution, transpose_derivative
+from atomistic.kernels.base import TensorProductConvolution
 from atomistic.kernels.spec import ConvolutionSpec, sparse_terms
 
 SOURCE = Path(__file__).parent / "csrc" / "fused_convolution.cpp"
@@ -199,9 +199,9 @@ class _FusedConvolution(torch.autograd.Function):
 class _FusedConvolutionTranspose(torch.autograd.Function):
     """The vector–Jacobian product ``(T_h*, T_Y*, T_w*)(g)`` of the trilinear convolution ``T``
     as a differentiable operation, so that a force loss trains through fused kernels: its
-    derivative is the same kernels at swapped arguments (:func:`transpose_derivative`; three
-    fused forward and three fused transpose calls).  Differentiable once more only through
-    that rule; third derivatives are not supported.
+    derivative is the same products at swapped arguments (:func:`transpose_derivative`), summed
+    in one fused pass per derivative (:func:`_double_backward`).  Third derivatives are not
+    supported.
     """
 
     @staticmethod
@@ -217,15 +217,36 @@ class _FusedConvolutionTranspose(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, a_h, a_y, a_w):
         g, h, y, w, centre, neighbour = ctx.saved_tensors
-        module = ctx.module
+        return (*_double_backward(ctx.module, g, h, y, w, a_h, a_y, a_w, centre, neighbour, ctx.centre_csr, ctx.neighbour_csr), None, None, None)
 
-        def convolve(h, y, w):
-            return _convolve(module, h, y, w, centre, neighbour, ctx.centre_csr)
 
-        def transpose(g, h, y, w, need):
-            return _transpose(module, g, h, y, w, centre, neighbour, *need, ctx.neighbour_csr)
-
-        return (*transpose_derivative(convolve, transpose, g, h, y, w, a_h, a_y, a_w), None, None, None)
+def _double_backward(module, g, h, y, w, a_h, a_y, a_w, centre, neighbour, centre_csr, neighbour_csr):
+    """``(grad_g, grad_h, grad_y, grad_w)``: the derivative of ``(T_h*, T_Y*, T_w*)(g)`` at
+    ``(h, Y, w)`` for upstream gradients ``(a_h, a_Y, a_w)`` (each may be None), the sums of
+    :func:`atomistic.kernels.base.transpose_derivative` in one fused pass per output instead of
+    three kernel calls for each. ``g [n_nodes, irreps_out.dim]`` and ``h, a_h [n_nodes,
+    irreps_node.dim]`` are mul_ir; a derivative no upstream gradient reaches is None.  No autograd."""
+    empty = h.new_empty(0)
+    to_node = module.node_to_ir_mul
+    grad_g, grad_h, grad_y, grad_w = extension().fused_double_backward(
+        g.index_select(1, module.out_to_ir_mul).contiguous(),
+        h.index_select(1, to_node).contiguous(),
+        y.contiguous(),
+        w.contiguous(),
+        empty if a_h is None else a_h.index_select(1, to_node).contiguous(),
+        empty if a_y is None else a_y.contiguous(),
+        empty if a_w is None else a_w.contiguous(),
+        a_h is not None, a_y is not None, a_w is not None,
+        centre.contiguous(), neighbour.contiguous(), *centre_csr, *neighbour_csr,
+        module.paths, module.terms, module.coefs.to(h.dtype), module.path_terms,
+    )
+    has_h, has_y, has_w = a_h is not None, a_y is not None, a_w is not None
+    return (
+        grad_g.index_select(1, module.out_from_ir_mul) if has_h or has_y or has_w else None,
+        grad_h.index_select(1, module.node_from_ir_mul) if has_y or has_w else None,
+        grad_y if has_h or has_w else None,
+        grad_w if has_h or has_y else None,
+    )
 
 
 class CpuFusedConvolution(TensorProductConvolution):
