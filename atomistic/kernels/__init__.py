@@ -14,8 +14,9 @@ Backends:
                    its portable PyTorch path on CPU.
     ``triton``     our fused gather → tensor product → scatter Triton kernel for the
                    convolution (the other operations as ``reference``).
-    ``cpu``        the same fusion as a C++/OpenMP kernel, compiled on first use (the other
-                   operations as ``reference``); what ``auto`` picks on CPU.
+    ``cpu``        the same fusion as a C++/OpenMP kernel and the symmetric contraction as a
+                   sparse C++ kernel, compiled on first use (linear layers as e3nn); what
+                   ``auto`` picks on CPU.
     ``auto``       the fastest correct backend for the device and dtype (see :func:`resolve_backend`).
 """
 
@@ -81,7 +82,7 @@ _BACKENDS: dict[str, Backend] = {
     ),
     "cpu": Backend(
         _lazy("atomistic.kernels.cpu_fused", "CpuFusedConvolution"),
-        DenseSymmetricContraction,
+        _lazy("atomistic.kernels.cpu_symmetric", "CpuSymmetricContraction"),
         lambda: importlib.import_module("atomistic.kernels.cpu_fused").compiler_present(),
     ),
     "triton": Backend(

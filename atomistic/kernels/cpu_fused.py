@@ -1,4 +1,5 @@
-"""CPU backend: the fused convolution as a C++/OpenMP kernel (``csrc/fused_convolution.cpp``).
+"""CPU backend: the fused convolution as a C++/OpenMP kernel (``csrc/fused_convolution.cpp``),
+and the build of the extension that holds it.
 
 Like the Triton kernel, it gathers the sender features, couples them with the edge attributes
 under the per-edge weights term by term (the non-zero Clebsch–Gordan coefficients of the
@@ -8,7 +9,8 @@ owns the rows it writes.  Channels are the innermost, contiguous loop (node feat
 transposed to ``ir_mul`` inside the operation).  The backward pass runs in C++ too, and so does
 its derivative (training with a force loss): the convolution is trilinear, so the derivatives
 of its vector–Jacobian product are sums of the same products at swapped arguments, each
-summed in one fused pass (``_FusedConvolutionTranspose``).  The symmetric contraction is the ``reference`` one.
+summed in one fused pass (``_FusedConvolutionTranspose``).  The symmetric contraction's sparse
+kernel (:mod:`atomistic.kernels.cpu_symmetric`) is compiled into the same extension.
 
 The extension is compiled with the system C++ compiler on first use (``torch.utils.
 cpp_extension``, about a minute) into a directory of ``$TORCH_EXTENSIONS_DIR`` named by the
@@ -33,7 +35,8 @@ from e3nn import o3
 from atomistic.kernels.base import TensorProductConvolution
 from atomistic.kernels.spec import ConvolutionSpec, sparse_terms
 
-SOURCE = Path(__file__).parent / "csrc" / "fused_convolution.cpp"
+CSRC = Path(__file__).parent / "csrc"
+SOURCES = (CSRC / "fused_convolution.cpp", CSRC / "symmetric_contraction.cpp", CSRC / "bindings.cpp")
 EXTENSION_NAME = "atomistic_fused_convolution"
 CFLAGS = ("-O3", "-fopenmp")
 LDFLAGS = ("-fopenmp",)
@@ -52,35 +55,43 @@ def compiler_present() -> bool:
 
 def build_directory() -> Path:
     """Where the extension is built: ``$TORCH_EXTENSIONS_DIR/<name>_<hash>``, with a copy of the
-    source inside it.
+    sources inside it.
 
-    torch names its build directory after the extension alone and compiles the source from
-    where it lies, so two checkouts at different paths would each rebuild over the other's
+    torch names its build directory after the extension alone and compiles the sources from
+    where they lie, so two checkouts at different paths would each rebuild over the other's
     build (ninja sees a changed command line). Here the directory is keyed by what the binary
-    depends on, and compiling the copy keeps the command line the same for every checkout."""
+    depends on, and compiling the copies keeps the command line the same for every checkout."""
     from torch.utils.cpp_extension import get_default_build_root
 
-    source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source)
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.name.encode())
+        digest.update(source.read_bytes())
     for part in (torch.__version__, sys.version, *CFLAGS, *LDFLAGS):
         digest.update(part.encode())
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
     directory = root / f"{EXTENSION_NAME}_{digest.hexdigest()[:16]}"
     directory.mkdir(parents=True, exist_ok=True)
-    copy = directory / SOURCE.name
-    if not copy.exists():  # written once: a newer copy would make ninja rebuild
-        partial = directory / f".{SOURCE.name}.{os.getpid()}"
-        partial.write_bytes(source)
-        try:
-            os.link(partial, copy)  # atomic, and fails if another process got there first
-        except FileExistsError:
-            pass
-        except OSError:  # a file system without hard links
-            if not copy.exists():
-                os.replace(partial, copy)
-        finally:
-            partial.unlink(missing_ok=True)
+    for source in SOURCES:
+        _copy_once(source, directory / source.name)
     return directory
+
+
+def _copy_once(source: Path, copy: Path) -> None:
+    """Write ``copy`` once, atomically (a newer copy would make ninja rebuild)."""
+    if copy.exists():
+        return
+    partial = copy.parent / f".{copy.name}.{os.getpid()}"
+    partial.write_bytes(source.read_bytes())
+    try:
+        os.link(partial, copy)  # atomic, and fails if another process got there first
+    except FileExistsError:
+        pass
+    except OSError:  # a file system without hard links
+        if not copy.exists():
+            os.replace(partial, copy)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def wait_for_other_build(directory: Path, max_age_seconds: float = STALE_LOCK_SECONDS, poll_seconds: float = 1.0) -> None:
@@ -110,7 +121,7 @@ def extension():
     wait_for_other_build(directory)
     return load(
         name=EXTENSION_NAME,
-        sources=[str(directory / SOURCE.name)],
+        sources=[str(directory / source.name) for source in SOURCES],
         extra_cflags=list(CFLAGS),
         extra_ldflags=list(LDFLAGS),
         build_directory=str(directory),
