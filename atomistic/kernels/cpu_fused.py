@@ -145,7 +145,7 @@ def extension_builds() -> bool:
     return True
 
 
-def _ir_mul_index(irreps: o3.Irreps) -> torch.Tensor:
+def ir_mul_index(irreps: o3.Irreps) -> torch.Tensor:
     """``[irreps.dim]``: for each ``ir_mul`` column, the ``mul_ir`` column it comes from."""
     columns = []
     for (mul, ir), block in zip(irreps, irreps.slices(), strict=True):
@@ -281,9 +281,9 @@ class CpuFusedConvolution(TensorProductConvolution):
         self.coefs = torch.tensor(coefs, dtype=torch.float64)
         self.path_terms = torch.tensor(path_terms, dtype=torch.long)
         self.out_dim = spec.irreps_out.dim
-        self.node_to_ir_mul = _ir_mul_index(node_irreps)
+        self.node_to_ir_mul = ir_mul_index(node_irreps)
         self.node_from_ir_mul = self.node_to_ir_mul.argsort()
-        self.out_to_ir_mul = _ir_mul_index(spec.irreps_out)
+        self.out_to_ir_mul = ir_mul_index(spec.irreps_out)
         self.out_from_ir_mul = self.out_to_ir_mul.argsort()
 
     def forward(self, node_features, edge_attrs, edge_weights, centre, neighbour):

@@ -20,7 +20,7 @@ import torch
 from e3nn import o3
 
 from atomistic.kernels.base import SymmetricContraction
-from atomistic.kernels.cpu_fused import _ir_mul_index, extension
+from atomistic.kernels.cpu_fused import extension, ir_mul_index
 from atomistic.kernels.spec import SymmetricContractionSpec, monomials, packed_coupling
 
 COUPLING_TOLERANCE = 1e-12
@@ -71,8 +71,8 @@ class CpuSymmetricContraction(SymmetricContraction):
         self.channels = spec.channels
         self.dim = sum(ir.dim for _, ir in self.irreps_in)
         self.dim_out = sum(ir.dim for _, ir in self.irreps_out)
-        self.input_index = _ir_mul_index(self.irreps_in)  # mul_ir → [D, C]
-        self.output_index = _ir_mul_index(self.irreps_out).argsort()  # [D_out, C] → mul_ir
+        self.input_index = ir_mul_index(self.irreps_in)  # mul_ir → [D, C]
+        self.output_index = ir_mul_index(self.irreps_out).argsort()  # [D_out, C] → mul_ir
 
     def forward(self, atomic_basis, species, weights):
         if atomic_basis.device.type != "cpu":
