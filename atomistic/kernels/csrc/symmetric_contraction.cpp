@@ -35,10 +35,18 @@ void contraction_kernel(const scalar_t* a, const scalar_t* f, const int64_t* spe
                         const scalar_t* q_coef, scalar_t* out_g, scalar_t* out_a, scalar_t* out_f) {
   const int64_t C = channels;
   const int64_t row = dim * C, row_ext = (dim + 1) * C, f_size = n_species * n_terms * C;
-  if (out_f) std::fill(out_f, out_f + f_size, scalar_t(0));
+  // out_f sums over atoms: each thread sums its (static) share of the atoms into a slot of its
+  // own, and the slots are added in thread order after the loop, so the result is the same in
+  // every run with the same thread count (a resumed training run matches an uninterrupted one)
+  const int max_threads = omp_get_max_threads();
+  std::vector<scalar_t> f_partial(out_f ? static_cast<size_t>(max_threads) * f_size : 0, scalar_t(0));
+  int used_threads = 1;
 #pragma omp parallel
   {
-    std::vector<scalar_t> a_ext(row_ext), u_ext(u ? row_ext : 0), ga_ext(out_a ? row_ext : 0), f_local(out_f ? f_size : 0);
+#pragma omp single
+    used_threads = omp_get_num_threads();
+    scalar_t* f_local = out_f ? f_partial.data() + static_cast<size_t>(omp_get_thread_num()) * f_size : nullptr;
+    std::vector<scalar_t> a_ext(row_ext), u_ext(u ? row_ext : 0), ga_ext(out_a ? row_ext : 0);
     std::fill(a_ext.begin() + row, a_ext.end(), scalar_t(1));  // the constant factor of lower degrees
     if (u) std::fill(u_ext.begin() + row, u_ext.end(), scalar_t(0));
 #pragma omp for schedule(static)
@@ -74,7 +82,7 @@ void contraction_kernel(const scalar_t* a, const scalar_t* f, const int64_t* spe
           }
         }
         if (out_f) {
-          scalar_t* fl = f_local.data() + (z * n_terms + t) * C;
+          scalar_t* fl = f_local + (z * n_terms + t) * C;
           if (u) {
 #pragma omp simd
             for (int64_t c = 0; c < C; ++c)
@@ -112,9 +120,12 @@ void contraction_kernel(const scalar_t* a, const scalar_t* f, const int64_t* spe
       }
       if (out_a) std::copy(ga_ext.begin(), ga_ext.begin() + row, out_a + n * row);  // the ones row is dropped
     }
-    if (out_f) {
-#pragma omp critical
-      for (int64_t i = 0; i < f_size; ++i) out_f[i] += f_local[i];
+  }
+  if (out_f) {
+    std::fill(out_f, out_f + f_size, scalar_t(0));
+    for (int thread = 0; thread < used_threads; ++thread) {
+      const scalar_t* partial = f_partial.data() + static_cast<size_t>(thread) * f_size;
+      for (int64_t i = 0; i < f_size; ++i) out_f[i] += partial[i];
     }
   }
 }
