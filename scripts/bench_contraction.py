@@ -13,9 +13,7 @@ over the first one.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -32,6 +30,8 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["reference", "cpu"])
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
+
+    from _bench_common import time_step
 
     from atomistic.kernels import SymmetricContractionSpec, make_symmetric_contraction
 
@@ -57,13 +57,7 @@ def main() -> None:
                 (grad.pow(2).sum() + out.pow(2).sum()).backward()
 
             for name, step in (("forward", forward), ("training", training)):
-                step()
-                times = []
-                for _ in range(args.repeats):
-                    start = time.perf_counter()
-                    step()
-                    times.append(time.perf_counter() - start)
-                results[backend, name] = statistics.median(times)
+                results[backend, name], _ = time_step(step, "cpu", args.repeats)
         for name in ("forward", "training"):
             first = results[args.backends[0], name]
             row = "  ".join(f"{b} {results[b, name] * 1e3:.1f} ms ({first / results[b, name]:.2f}x)" for b in args.backends)

@@ -13,9 +13,7 @@ backend's step at the last channel count (where training time goes).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -31,6 +29,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
+
+    from _bench_common import time_step
 
     from atomistic.data.datasets import read_mlearn_json
     from atomistic.data.graph import build_graph
@@ -55,13 +55,7 @@ def main() -> None:
                 loss = out["energy"].pow(2).sum() + out["forces"].pow(2).sum() + out["stress"].pow(2).sum()
                 loss.backward()
 
-            step()
-            times = []
-            for _ in range(args.repeats):
-                start = time.perf_counter()
-                step()
-                times.append(time.perf_counter() - start)
-            seconds[backend] = statistics.median(times)
+            seconds[backend], _ = time_step(step, "cpu", args.repeats)
             if args.profile and channels == args.channels[-1]:
                 from torch.profiler import ProfilerActivity, profile
 

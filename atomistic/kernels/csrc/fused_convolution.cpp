@@ -277,3 +277,9 @@ std::vector<torch::Tensor> fused_double_backward(torch::Tensor g, torch::Tensor 
   });
   return {grad_g, grad_h, grad_y, grad_w};
 }
+
+void register_fused_convolution(pybind11::module& m) {
+  m.def("fused_forward", &fused_forward, "fused convolution forward (CPU)");
+  m.def("fused_backward", &fused_backward, "fused convolution backward (CPU)");
+  m.def("fused_double_backward", &fused_double_backward, "fused convolution double backward (CPU)");
+}

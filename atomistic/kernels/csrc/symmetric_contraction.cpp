@@ -199,3 +199,10 @@ std::vector<torch::Tensor> symmetric_contraction_double_backward(torch::Tensor g
   });
   return {grad_g, grad_a, grad_f};
 }
+
+void register_symmetric_contraction(pybind11::module& m) {
+  m.def("symmetric_contraction_forward", &symmetric_contraction_forward, "symmetric contraction forward (CPU)");
+  m.def("symmetric_contraction_backward", &symmetric_contraction_backward, "symmetric contraction backward (CPU)");
+  m.def("symmetric_contraction_double_backward", &symmetric_contraction_double_backward,
+        "symmetric contraction double backward (CPU)");
+}
