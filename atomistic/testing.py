@@ -162,14 +162,30 @@ def check_supercell_extensivity(potential, atoms: Atoms, repeat=(2, 2, 2)) -> di
     return {"extensive": abs(b[keys.ENERGY] - n * a[keys.ENERGY]) / max(abs(n * a[keys.ENERGY]), 1e-12)}
 
 
-def check_cutoff_smoothness(potential, numbers=(14, 14), delta: float = 1e-4) -> dict[str, float]:
-    """A dimer just inside and just outside the cutoff: energy and force jumps (eV, eV/Å)
-    at a separation ``2 delta`` and at ``2 delta / 10``.
+def species_pair_cutoffs(potential) -> dict[tuple[int, int], float]:
+    """The cutoff (Å) of each unordered pair of the potential's elements where the encoder
+    sets one per pair (``species_cutoffs``); else the first element's self-pair at the
+    potential's cutoff."""
+    pair_cutoffs = getattr(potential.encoder.config, "pair_cutoffs", lambda: None)()
+    numbers = list(potential.atomic_numbers)
+    if pair_cutoffs is None:
+        return {(numbers[0], numbers[0]): potential.cutoff}
+    return {
+        (numbers[a], numbers[b]): float(pair_cutoffs[a, b]) for a in range(len(numbers)) for b in range(a, len(numbers))
+    }
+
+
+def check_cutoff_smoothness(
+    potential, numbers=(14, 14), delta: float = 1e-4, cutoff: float | None = None
+) -> dict[str, float]:
+    """A dimer just inside and just outside the cutoff (the potential's, or ``cutoff`` Å: a
+    species pair's own): energy and force jumps (eV, eV/Å) at a separation ``2 delta`` and
+    at ``2 delta / 10``.
 
     A continuous force shrinks its jump with ``delta`` (linearly for a C¹ cutoff such as
     XPLOR, quadratically for the polynomial envelope); a discontinuous one does not.
     """
-    cutoff = potential.cutoff
+    cutoff = potential.cutoff if cutoff is None else cutoff
     jumps = {}
     for label, d in (("", delta), ("_small", delta / 10)):
         inside = Atoms(numbers=list(numbers), positions=[[0, 0, 0], [cutoff - d, 0, 0]])
@@ -223,12 +239,13 @@ def assert_potential_physics(potential, atoms: Atoms, seed: int = 0, reflection:
         "stress = (1/V) dE/dstrain",
     )
     _assert_within(check_supercell_extensivity(potential, atoms), {"extensive": tol["extensive"]}, "supercell extensivity")
-    jumps = check_cutoff_smoothness(potential, (potential.atomic_numbers[0],) * 2)
-    _assert_within(
-        {"energy_jump": jumps["energy_jump"], "force_jump_small": jumps["force_jump_small"]},
-        {"energy_jump": tol["smooth"], "force_jump_small": 0.2 * jumps["force_jump"] + tol["smooth"]},
-        "smoothness at the cutoff",
-    )
+    for pair, cutoff in species_pair_cutoffs(potential).items():
+        jumps = check_cutoff_smoothness(potential, pair, cutoff=cutoff)
+        _assert_within(
+            {"energy_jump": jumps["energy_jump"], "force_jump_small": jumps["force_jump_small"]},
+            {"energy_jump": tol["smooth"], "force_jump_small": 0.2 * jumps["force_jump"] + tol["smooth"]},
+            f"smoothness at the {pair} cutoff ({cutoff} Å)",
+        )
     if getattr(potential.heads["energy"], "isolated_atom_is_reference", True):
         _assert_within(check_isolated_atoms(potential), {"energy": tol["energy"] * 10}, "isolated atom == E0")
 

@@ -36,7 +36,7 @@ MACE_VARIANTS = [
 
 def small_mace(
     max_ell=2, hidden_lmax=1, correlation=3, num_layers=2, dtype=torch.float64, seed=0, cutoff=4.0, backend="reference",
-    species_radial=False,
+    species_radial=False, species_cutoffs=None,
 ):
     torch.manual_seed(seed)
     config = MACEConfig(
@@ -51,6 +51,7 @@ def small_mace(
         radial_hidden=(8,),
         avg_num_neighbors=10.0,
         species_radial=species_radial,
+        species_cutoffs=species_cutoffs,
     )
     potential = build_potential(mace_architecture(config, energy_mlp_hidden=8), dtype=dtype, backend=backend)
     head = potential.heads["energy"]

@@ -35,6 +35,41 @@ def test_physics_with_element_dependent_radial_functions(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_physics_with_a_cutoff_per_species(dtype):
+    # Li 4 Å, Si 3 Å, Ge 3.5 Å, Mo 2.6 Å: smoothness is checked at each of the ten pair cutoffs
+    potential = small_mace(2, 1, 3, 2, dtype=dtype, species_cutoffs=(4.0, 3.0, 3.5, 2.6))
+    atoms = random_periodic_structure(MLEARN_SPECIES, n_atoms=6, seed=13)
+    assert_potential_physics(potential, atoms, seed=6)
+
+
+def test_a_cutoff_per_species_drops_the_edges_beyond_each_pair_cutoff():
+    from atomistic.testing import species_pair_cutoffs
+
+    per_species = small_mace(2, 1, 3, 2, species_cutoffs=(4.0, 3.0, 3.5, 2.6))
+    assert species_pair_cutoffs(per_species)[(3, 42)] == pytest.approx(3.3)
+    li_mo = lambda d: Atoms("LiMo", positions=[[0, 0, 0], [d, 0, 0]])  # noqa: E731
+    lone = per_species.predict(Atoms("LiMo", positions=[[0, 0, 0], [20.0, 0, 0]]))[0]["energy"]
+    assert per_species.predict(li_mo(3.31))[0]["energy"] == pytest.approx(lone, abs=1e-14)
+    assert abs(per_species.predict(li_mo(3.0))[0]["energy"] - lone) > 1e-6
+    # cutoffs equal to the graph's everywhere: the same function as the plain model
+    plain = small_mace(2, 1, 3, 2)
+    same = small_mace(2, 1, 3, 2, species_cutoffs=(4.0,) * 4)
+    atoms = random_periodic_structure(MLEARN_SPECIES, n_atoms=6, seed=14)
+    (a,), (b,) = plain.predict(atoms), same.predict(atoms)
+    assert b["energy"] == pytest.approx(a["energy"], rel=1e-12)
+    np.testing.assert_allclose(b["forces"], a["forces"], atol=1e-12)
+
+
+def test_species_cutoffs_are_validated():
+    from atomistic.models.encoders.mace import MACEConfig
+
+    with pytest.raises(ValueError, match="species_cutoffs.*one cutoff per species"):
+        MACEConfig(species=(3, 14), cutoff=5.0, species_cutoffs=(5.0,))
+    with pytest.raises(ValueError, match="species_cutoffs.*at most cutoff"):
+        MACEConfig(species=(3, 14), cutoff=5.0, species_cutoffs=(6.0, 5.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 def test_physics_with_per_species_energy_scale(dtype):
     potential = small_mace(2, 1, 3, 2, dtype=dtype)
     potential.heads["energy"].scale.copy_(torch.tensor([0.26, 0.87, 0.66, 1.57], dtype=dtype))

@@ -136,6 +136,9 @@ CONFIG_ERRORS = [
     ("optimizer: {amsgrad: yes please}", "optimizer.amsgrad: expected true or false, got 'yes please'"),
     ("epochs: ten", "epochs: expected int, got 'ten'"),
     ("model: {radial_hidden: [8, wide]}", "model.radial_hidden: expected a list of integers"),
+    ("model: {cutoff: 5.0, species_cutoffs: {Li: 6.0}}", r"model.species_cutoffs.Li: must be a cutoff in \(0, model.cutoff = 5.0\]"),
+    ("model: {species_cutoffs: {Xx: 4.0}}", "model.species_cutoffs.Xx: not an element"),
+    ("model: {species_cutoffs: [4.0]}", "model.species_cutoffs: expected a mapping"),
 ]
 
 
@@ -235,6 +238,43 @@ def test_per_species_scale_is_each_elements_force_rms(tmp_path):
     others = [s for s in train if 3 not in s.numbers]
     pooled = force_rms(others)
     assert force_rms_per_species(no_forces + others, (3, 14))[0] == pytest.approx(pooled)
+
+
+def test_species_cutoffs_reach_the_model_and_its_neighbour_count(tmp_path):
+    from atomistic.checkpoint import load_potential
+    from atomistic.training.run import prepare
+    from atomistic.training.statistics import average_num_neighbors
+
+    path = _config(tmp_path, "pairs", epochs=1)
+    config_file = tmp_path / "pairs.yaml"
+    config_file.write_text(config_file.read_text().replace("radial_hidden: [8]}", "radial_hidden: [8], species_cutoffs: {Si: 3.0}}"))
+    result = runner.invoke(app, ["train", path])
+    assert result.exit_code == 0, result.output
+    potential = load_potential(tmp_path / "out" / "pairs", dtype=torch.float64)
+    assert potential.encoder.config.species_cutoffs == (4.0, 3.0)  # Li unlisted: model.cutoff
+    assert potential.encoder.pair_cutoffs.tolist() == [[4.0, 3.5], [3.5, 3.0]]
+    train, _, stats = prepare(load_config(path))
+    plain = average_num_neighbors(train, 4.0)
+    assert stats["avg_num_neighbors"] < plain
+    # the count by hand: Li-Li within 4 Å, Si-Si within 3 Å (the files hold no Li-Si pairs)
+    from atomistic.data.neighbors import neighbor_list
+
+    by_hand = 0
+    for s in train:
+        *_, d = neighbor_list(s.positions, s.cell, s.pbc, 4.0, with_distances=True)
+        by_hand += int(np.count_nonzero(d < (4.0 if s.numbers[0] == 3 else 3.0)))
+    assert stats["avg_num_neighbors"] == pytest.approx(by_hand / sum(len(s) for s in train))
+    assert potential.encoder.config.avg_num_neighbors == pytest.approx(stats["avg_num_neighbors"], abs=1e-4)
+
+
+def test_extend_species_gives_new_elements_the_graph_cutoff():
+    from atomistic.training.transfer import extend_species
+
+    from .conftest import small_mace
+
+    potential = small_mace(1, 1, 2, 1, species_cutoffs=(3.0, 3.5, 4.0, 2.5))
+    grown = extend_species(potential, [8], {8: -4.9})
+    assert grown.encoder.config.species_cutoffs == (3.0, 3.5, 4.0, 2.5, 4.0)
 
 
 def test_init_onto_new_elements_via_cli(tmp_path):

@@ -11,7 +11,9 @@ class BesselBasis(torch.nn.Module):
     """``c sin(n π r / r_c) / r`` for ``n = 1 .. num_basis``, with ``c = sqrt(2/r_c)``
     (MACE) or ``c = 2/r_c`` (NequIP, SevenNet: ``prefactor="nequip"``).
 
-    Forward: ``r [n_edges]`` Å → ``[n_edges, num_basis]``.
+    Forward: ``r [n_edges]`` Å → ``[n_edges, num_basis]``; with ``cutoff [n_edges]`` Å, each
+    edge's basis is the one of its own cutoff (frequencies and prefactor rescaled from
+    ``self.cutoff``).
     """
 
     def __init__(self, cutoff: float, num_basis: int = 8, trainable: bool = False, prefactor: str = "mace"):
@@ -25,18 +27,24 @@ class BesselBasis(torch.nn.Module):
             self.register_buffer("frequencies", frequencies)
         if prefactor not in ("mace", "nequip"):
             raise ValueError(f"prefactor must be 'mace' or 'nequip', got {prefactor!r}")
+        self.prefactor_kind = prefactor
         self.prefactor = math.sqrt(2.0 / self.cutoff) if prefactor == "mace" else 2.0 / self.cutoff
 
-    def forward(self, r: torch.Tensor) -> torch.Tensor:
-        r = r.unsqueeze(-1)
-        return self.prefactor * torch.sin(self.frequencies * r) / r
+    def forward(self, r: torch.Tensor, cutoff: torch.Tensor | None = None) -> torch.Tensor:
+        if cutoff is None:
+            r = r.unsqueeze(-1)
+            return self.prefactor * torch.sin(self.frequencies * r) / r
+        prefactor = torch.sqrt(2.0 / cutoff) if self.prefactor_kind == "mace" else 2.0 / cutoff
+        scaled = (r * (self.cutoff / cutoff)).unsqueeze(-1)  # frequencies π n / cutoff_edge
+        return prefactor.unsqueeze(-1) * torch.sin(self.frequencies * scaled) / r.unsqueeze(-1)
 
 
 class PolynomialCutoff(torch.nn.Module):
     """Smooth envelope ``f(x)``, ``x = r / r_c``, with ``f(1) = f'(1) = f''(1) = 0`` and
     ``f = 0`` beyond the cutoff (Klicpera et al., DimeNet; exponent ``p``).
 
-    Forward: ``r [n_edges]`` Å → ``[n_edges]``.
+    Forward: ``r [n_edges]`` Å → ``[n_edges]``; with ``cutoff [n_edges]`` Å, each edge's
+    envelope ends at its own cutoff.
     """
 
     def __init__(self, cutoff: float, exponent: int = 6):
@@ -44,9 +52,9 @@ class PolynomialCutoff(torch.nn.Module):
         self.cutoff = float(cutoff)
         self.exponent = int(exponent)
 
-    def forward(self, r: torch.Tensor) -> torch.Tensor:
+    def forward(self, r: torch.Tensor, cutoff: torch.Tensor | None = None) -> torch.Tensor:
         p = self.exponent
-        x = r / self.cutoff
+        x = r / (self.cutoff if cutoff is None else cutoff)
         envelope = (
             1.0
             - (p + 1.0) * (p + 2.0) / 2.0 * x**p
@@ -78,7 +86,8 @@ class XPLORCutoff(torch.nn.Module):
 
 
 class RadialEmbedding(torch.nn.Module):
-    """Bessel basis times the cutoff envelope: ``r [n_edges]`` → ``[n_edges, num_basis]``."""
+    """Bessel basis times the cutoff envelope: ``r [n_edges]`` → ``[n_edges, num_basis]``;
+    with ``cutoff [n_edges]`` (Å, at most ``self.cutoff``) both end at each edge's cutoff."""
 
     def __init__(self, cutoff: float, num_basis: int = 8, envelope_exponent: int = 6):
         super().__init__()
@@ -86,8 +95,8 @@ class RadialEmbedding(torch.nn.Module):
         self.envelope = PolynomialCutoff(cutoff, envelope_exponent)
         self.out_dim = num_basis
 
-    def forward(self, r: torch.Tensor) -> torch.Tensor:
-        return self.basis(r) * self.envelope(r).unsqueeze(-1)
+    def forward(self, r: torch.Tensor, cutoff: torch.Tensor | None = None) -> torch.Tensor:
+        return self.basis(r, cutoff) * self.envelope(r, cutoff).unsqueeze(-1)
 
     @torch.no_grad()
     def mean_square(self, num_points: int = 2000) -> float:

@@ -32,6 +32,8 @@ model:
   envelope_exponent: 6
   radial_hidden: [32, 32]
   species_radial: false      # element-dependent radial functions (radial MLP reads the species)
+  species_cutoffs: {}        # a cutoff (Å, at most `cutoff`) per element, e.g. {Li: 6.0, Mo: 5.0};
+                             # an a-b edge reaches (r_a + r_b) / 2; unlisted elements: `cutoff`
   energy_mlp_hidden: 16
   energy_head: true          # energy head (forces, stress by autograd); false for tensor-only models
   per_species_scale: false   # energy readout scale per element (its own force RMS) instead of
@@ -137,10 +139,29 @@ class ModelConfig:
     envelope_exponent: int = 6
     radial_hidden: tuple[int, ...] = (32, 32)
     species_radial: bool = False
+    species_cutoffs: dict[str, float] = dataclasses.field(default_factory=dict)
     energy_mlp_hidden: int = 16
     energy_head: bool = True
     per_species_scale: bool = False
     tensor_heads: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def species_cutoffs_by_number(self) -> dict[int, float]:
+        """``species_cutoffs`` keyed by atomic number (keys may be symbols or numbers).
+        Raises ``ConfigError`` naming an entry that is no element or no cutoff in
+        ``(0, cutoff]``."""
+        from ase.data import atomic_numbers
+
+        if not isinstance(self.species_cutoffs, dict):
+            raise ConfigError("model.species_cutoffs: expected a mapping of element to cutoff (Å)")
+        by_number = {}
+        for element, radius in self.species_cutoffs.items():
+            number = element if isinstance(element, int) and not isinstance(element, bool) else atomic_numbers.get(str(element))
+            if number is None or not 0 < number < len(atomic_numbers):
+                raise ConfigError(f"model.species_cutoffs.{element}: not an element symbol or atomic number")
+            if isinstance(radius, bool) or not isinstance(radius, int | float) or not 0 < radius <= self.cutoff:
+                raise ConfigError(f"model.species_cutoffs.{element}: must be a cutoff in (0, model.cutoff = {self.cutoff}] Å, got {radius!r}")
+            by_number[int(number)] = float(radius)
+        return by_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,6 +357,7 @@ def _check(config: TrainConfig) -> TrainConfig:
             raise ConfigError(f"model.tensor_heads.{key}.pairs: applies to the cartesian dielectric and elastic heads only")
         if "pairs" in options and (not isinstance(options["pairs"], int) or options["pairs"] < 1):
             raise ConfigError(f"model.tensor_heads.{key}.pairs: must be an integer ≥ 1")
+    config.model.species_cutoffs_by_number()  # raises ConfigError naming a bad entry
     if not config.model.energy_head and not heads:
         raise ConfigError("model: a model needs an energy head or at least one tensor head")
     if not config.data.valid and config.data.valid_fraction == 0.0:

@@ -53,6 +53,15 @@ def isolated_atom_energies(path: str) -> dict[int, float]:
     return energies
 
 
+def species_cutoffs(config: TrainConfig, species: tuple[int, ...]) -> tuple[float, ...] | None:
+    """``model.species_cutoffs`` in species-index order (unlisted elements: ``model.cutoff``),
+    or ``None`` when the config sets none."""
+    by_number = config.model.species_cutoffs_by_number()
+    if not by_number:
+        return None
+    return tuple(by_number.get(z, config.model.cutoff) for z in species)
+
+
 def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict[str, Any]]:
     data = config.data
     train, valid = _read_files(data.train, config.seed, None if data.valid else data.valid_fraction)
@@ -66,7 +75,7 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
             raise ConfigError(f"model.tensor_heads.{key}: no training structure carries a '{key}' label")
     stats: dict[str, Any] = {
         "species": species,
-        "avg_num_neighbors": average_num_neighbors(train, config.model.cutoff),
+        "avg_num_neighbors": average_num_neighbors(train, config.model.cutoff, config.model.species_cutoffs_by_number()),
         "tensor_scales": {key: tensor_scale(train, key) for key in config.model.tensor_heads},
     }
     if config.model.energy_head:
@@ -130,6 +139,7 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     m = config.model
     head_fields = ("encoder", "energy_mlp_hidden", "energy_head", "per_species_scale", "tensor_heads")
     encoder_options = {k: v for k, v in dataclasses.asdict(m).items() if k not in head_fields}
+    encoder_options["species_cutoffs"] = species_cutoffs(config, stats["species"])
     encoder_config = MACEConfig(
         species=stats["species"], avg_num_neighbors=round(float(stats["avg_num_neighbors"]), 4), **encoder_options
     )

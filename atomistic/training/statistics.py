@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from atomistic.data.convert import Structure
 from atomistic.data.graph import structure_edges
+from atomistic.data.neighbors import neighbor_list
 
 
 def least_squares_e0s(structures: Sequence[Structure], atomic_numbers: Sequence[int]) -> np.ndarray:
@@ -38,10 +39,20 @@ def mean_interaction_energy(structures: Sequence[Structure], atomic_numbers: Seq
     return float(np.mean(per_atom)) if per_atom else 0.0
 
 
-def average_num_neighbors(structures: Sequence[Structure], cutoff: float) -> float:
-    """Mean number of neighbours within ``cutoff`` (Å) per atom."""
-    edges = sum(structure_edges(s, cutoff)[0].shape[1] for s in structures)
+def average_num_neighbors(
+    structures: Sequence[Structure], cutoff: float, species_cutoffs: Mapping[int, float] | None = None
+) -> float:
+    """Mean number of neighbours per atom within ``cutoff`` (Å); with ``species_cutoffs``
+    (atomic number → Å; unlisted elements ``cutoff``), a pair counts within the mean of its two
+    elements' cutoffs, as the encoder's edges do."""
     atoms = sum(len(s) for s in structures)
+    if not species_cutoffs:
+        return sum(structure_edges(s, cutoff)[0].shape[1] for s in structures) / atoms
+    edges = 0
+    for s in structures:
+        centre, neighbour, _, distances = neighbor_list(s.positions, s.cell, s.pbc, cutoff, with_distances=True)
+        radius = np.array([species_cutoffs.get(int(z), cutoff) for z in s.numbers])
+        edges += int(np.count_nonzero(distances < (radius[centre] + radius[neighbour]) / 2))
     return edges / atoms
 
 

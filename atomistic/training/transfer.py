@@ -30,7 +30,10 @@ def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, 
     architecture = copy.deepcopy(potential.metadata.architecture)
     if architecture["encoder"]["name"] != "mace":
         raise ValueError("adding elements is implemented for the MACE-class encoder")
-    architecture["encoder"]["config"]["species"] = list(old) + added
+    encoder_config = architecture["encoder"]["config"]
+    encoder_config["species"] = list(old) + added
+    if encoder_config.get("species_cutoffs") is not None:  # new elements see as far as the graph
+        encoder_config["species_cutoffs"] = list(encoder_config["species_cutoffs"]) + [encoder_config["cutoff"]] * len(added)
     grown = build_potential(architecture, backend=potential.metadata.backend, name=potential.metadata.name, dtype=potential.dtype)
     n_old, n_new = len(old), len(old) + len(added)
     fan_in_factor = math.sqrt(n_new / n_old)  # e3nn normalises species-input weights by 1/sqrt(n_species)

@@ -40,6 +40,11 @@ class MACEConfig:
             Bessel basis times the one-hot species of the edge's centre and of its neighbour
             (``num_bessel · (1 + 2 · n_species)`` inputs), so every element pair gets its own
             radial weights; every input still vanishes at the cutoff.
+        species_cutoffs: a cutoff (Å, at most ``cutoff``) per species, in species-index order,
+            or ``None`` for ``cutoff`` everywhere. An edge between elements ``a`` and ``b``
+            then reaches ``(r_a + r_b) / 2``: its Bessel basis and envelope end there and longer
+            edges are dropped, so each element sees as far as its own chemistry needs (the
+            neighbour list still runs at ``cutoff``, the largest).
     """
 
     species: tuple[int, ...]
@@ -54,11 +59,14 @@ class MACEConfig:
     radial_hidden: tuple[int, ...] = (64, 64, 64)
     avg_num_neighbors: float = 1.0
     species_radial: bool = False
+    species_cutoffs: tuple[float, ...] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "species", tuple(int(z) for z in self.species))
         object.__setattr__(self, "radial_hidden", tuple(int(w) for w in self.radial_hidden))
         object.__setattr__(self, "species_radial", bool(self.species_radial))
+        if self.species_cutoffs is not None:
+            object.__setattr__(self, "species_cutoffs", tuple(float(r) for r in self.species_cutoffs))
         checks = [
             (len(self.species) >= 1, "species", "at least one species is required"),
             (self.cutoff > 0, "cutoff", "must be positive (Å)"),
@@ -71,6 +79,15 @@ class MACEConfig:
             (1 <= self.correlation <= 3, "correlation", "must be between 1 and 3"),
             (self.avg_num_neighbors > 0, "avg_num_neighbors", "must be positive"),
         ]
+        if self.species_cutoffs is not None:
+            checks += [
+                (len(self.species_cutoffs) == len(self.species), "species_cutoffs", "needs one cutoff per species"),
+                (
+                    all(0 < r <= self.cutoff for r in self.species_cutoffs),
+                    "species_cutoffs",
+                    f"each must be positive and at most cutoff ({self.cutoff} Å)",
+                ),
+            ]
         for ok, field, reason in checks:
             if not ok:
                 raise ValueError(f"MACEConfig.{field}={getattr(self, field)!r}: {reason}")
@@ -92,10 +109,21 @@ class MACEConfig:
     def irreps_atomic_basis(self) -> o3.Irreps:
         return o3.Irreps([(self.channels, (degree, (-1) ** degree)) for degree in range(self.max_ell + 1)])
 
+    def pair_cutoffs(self) -> torch.Tensor | None:
+        """``[n_species, n_species]`` cutoff (Å) of an edge between two species, or ``None``."""
+        if self.species_cutoffs is None:
+            return None
+        per_species = torch.tensor(self.species_cutoffs, dtype=torch.float64)
+        return (per_species[:, None] + per_species[None, :]) / 2
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["species"] = list(self.species)
         d["radial_hidden"] = list(self.radial_hidden)
+        if self.species_cutoffs is None:
+            del d["species_cutoffs"]  # architectures written before the field read the same
+        else:
+            d["species_cutoffs"] = list(self.species_cutoffs)
         return d
 
 
@@ -168,6 +196,10 @@ class MACEEncoder(torch.nn.Module):
         irreps_embedding = o3.Irreps(f"{config.channels}x0e")
         self.embedding = o3.Linear(o3.Irreps(f"{self.num_species}x0e"), irreps_embedding)
         self.radial = RadialEmbedding(config.cutoff, config.num_bessel, config.envelope_exponent)
+        pair_cutoffs = config.pair_cutoffs()
+        self.per_pair_cutoff = pair_cutoffs is not None
+        if self.per_pair_cutoff:
+            self.register_buffer("pair_cutoffs", pair_cutoffs.to(torch.get_default_dtype()), persistent=False)
         self.spherical_harmonics = o3.SphericalHarmonics(config.irreps_edge, normalize=True, normalization="component")
         radial_variance = self.radial.mean_square()
         if config.species_radial:
@@ -182,11 +214,17 @@ class MACEEncoder(torch.nn.Module):
 
     def forward(self, graph: AtomicGraph) -> dict[str, torch.Tensor]:
         centre, neighbour = graph[keys.EDGE_INDEX][0], graph[keys.EDGE_INDEX][1]
+        species = graph[keys.SPECIES_INDEX]
         vectors = edge_vectors(graph)
         lengths = torch.linalg.vector_norm(vectors, dim=-1)
+        edge_cutoff = None
+        if self.per_pair_cutoff:  # keep the edges inside their pair's cutoff
+            edge_cutoff = self.pair_cutoffs[species[centre], species[neighbour]]
+            inside = torch.nonzero(lengths < edge_cutoff).squeeze(1)
+            centre, neighbour, vectors = centre[inside], neighbour[inside], vectors[inside]
+            lengths, edge_cutoff = lengths[inside], edge_cutoff[inside]
         edge_attrs = self.spherical_harmonics(vectors)
-        edge_radial = self.radial(lengths)  # [n_edges, num_bessel]
-        species = graph[keys.SPECIES_INDEX]
+        edge_radial = self.radial(lengths, edge_cutoff)  # [n_edges, num_bessel]
         species_onehot = torch.nn.functional.one_hot(species, self.num_species).to(vectors.dtype)
         if self.config.species_radial:
             edge_radial = species_radial_features(edge_radial, species_onehot[centre], species_onehot[neighbour])
