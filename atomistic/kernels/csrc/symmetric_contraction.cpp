@@ -68,6 +68,8 @@ void contraction_kernel(const scalar_t* a, const scalar_t* f, const int64_t* spe
         const scalar_t* u1 = u ? u_ext.data() + terms[4 * t + 2] * C : nullptr;
         const scalar_t* u2 = u ? u_ext.data() + terms[4 * t + 3] * C : nullptr;
         const scalar_t* gk = g_row ? g_row + K * C : nullptr;
+        // out_g and out_f each recompute m (or D_u m) in their own loop: keeping one copy per
+        // term in a buffer measured slower (an extra store and load per channel; 2026-12-02)
         if (og) {
           scalar_t* ok = og + K * C;
           if (m_coef) {
