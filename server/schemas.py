@@ -61,7 +61,10 @@ class ModelInfo(BaseModel):
     name: str
     version: str = Field(..., description="Checkpoint format and code version that wrote it.")
     species: list[int] = Field(..., description="Supported atomic numbers.")
-    cutoff: float = Field(..., description="Radial cutoff, Å.")
+    cutoff: float = Field(..., description="Radial cutoff, Å (the largest, where cutoffs are per element).")
+    species_cutoffs: dict[int, float] | None = Field(
+        None, description="Cutoff per atomic number, Å, where the model sets one per element (an a-b edge reaches the mean of the two); null: `cutoff` for every pair."
+    )
     properties: list[str] = Field(..., description="Properties this model can return.")
     dtype: str
     device: str

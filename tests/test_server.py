@@ -45,6 +45,7 @@ def test_health_models_and_predict_matches_local(client):
     assert client.get("/readyz").status_code == 200
     info = client.get("/v1/models").json()
     assert info[0]["name"] == "mlearn-small" and info[0]["species"] == [3, 14, 32, 42]
+    assert info[0]["cutoff"] == 5.0 and info[0]["species_cutoffs"] is None  # one cutoff for every pair
     # backend "auto" resolves to a concrete backend, reported by name
     assert info[0]["backend"] in ("cpu", "reference") and info[0]["dtype"] == "float64"
     response = client.post("/v1/predict", json={"model": "mlearn-small", "properties": ["energy", "forces", "stress"], "structures": [SI], "id": "r1"})

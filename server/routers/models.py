@@ -15,12 +15,14 @@ def list_models(state: ServerState = Depends(get_state)) -> list[ModelInfo]:
 
     out = []
     for name, potential in state.potentials.items():
+        per_species = getattr(potential.encoder.config, "species_cutoffs", None)
         out.append(
             ModelInfo(
                 name=name,
                 version=f"checkpoint format 1, atomistic {__version__}",
                 species=list(potential.atomic_numbers),
                 cutoff=potential.cutoff,
+                species_cutoffs=None if per_species is None else dict(zip(potential.atomic_numbers, per_species, strict=True)),
                 properties=list(potential.properties),
                 dtype=str(potential.dtype).replace("torch.", ""),
                 device=str(potential.device),
