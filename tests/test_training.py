@@ -15,7 +15,7 @@ from atomistic.training.config import ConfigError, load_config
 from atomistic.training.loop import training_hours
 
 from .conftest import tiny_training_config as _config
-from .paths import DATA
+from .paths import DATA, ROOT
 
 runner = CliRunner()
 
@@ -332,3 +332,9 @@ def test_training_hours_counts_each_epoch_once():
     records = [{"epoch": 1, "seconds": 3600.0}, {"epoch": 2, "seconds": 1800.0}, {"epoch": 2, "seconds": 3600.0}]
     assert training_hours(records) == pytest.approx(2.0)
     assert training_hours([]) == 0.0
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "scripts" / "configs").rglob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_training_config_validates(path):
+    config = load_config(path)
+    assert all((ROOT / entry.path).exists() for entry in config.data.train), "a training file it names is missing"
