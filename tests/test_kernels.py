@@ -219,11 +219,12 @@ def test_symmetric_contraction_parity_ell3_cueq():
     test_symmetric_contraction_parity("cueq", (3, 1, 3, 2), torch.float64)
 
 
+@pytest.mark.parametrize("species_cutoffs", [None, (4.0, 3.0, 3.5, 2.6)], ids=["one-cutoff", "per-species-cutoffs"])
 @pytest.mark.parametrize("backend", FAST_BACKENDS)
-def test_potential_equal_across_backends(backend):
+def test_potential_equal_across_backends(backend, species_cutoffs):
     """A whole potential (energy, forces, stress) gives the same numbers on every backend,
-    from one set of weights."""
-    truth = small_mace(2, 1, 3, 2, backend="e3nn").to(DEVICE)
+    from one set of weights (with per-species cutoffs, on the edges left after dropping)."""
+    truth = small_mace(2, 1, 3, 2, backend="e3nn", species_cutoffs=species_cutoffs).to(DEVICE)
     fast = build_potential(truth.metadata.architecture, backend=backend, dtype=torch.float64, device=DEVICE)
     missing, unexpected = fast.load_state_dict(
         {k: v for k, v in truth.state_dict().items() if not is_derived_constant(k)}, strict=False
