@@ -40,6 +40,20 @@ def client():
         yield c
 
 
+def test_models_report_a_cutoff_per_element(tmp_path):
+    from atomistic.checkpoint import save_checkpoint
+
+    from .conftest import small_mace
+
+    directory = tmp_path / "per-element"
+    save_checkpoint(small_mace(1, 1, 2, 1, species_cutoffs=(4.0, 3.0, 3.5, 2.6)), directory)
+    settings = Settings(models=[str(directory)], data_dir=str(tmp_path / "data"))
+    with TestClient(create_app(settings)) as c:
+        (info,) = c.get("/v1/models").json()
+    assert info["cutoff"] == 4.0
+    assert info["species_cutoffs"] == {"3": 4.0, "14": 3.0, "32": 3.5, "42": 2.6}
+
+
 def test_health_models_and_predict_matches_local(client):
     assert client.get("/healthz").status_code == 200
     assert client.get("/readyz").status_code == 200
