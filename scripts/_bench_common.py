@@ -60,3 +60,15 @@ def time_step(step, device: str, repeats: int) -> tuple[float, float | None]:
     else:
         peak = peak_rss_growth_mb(rss)
     return statistics.median(times), peak
+
+
+def energy_forces_stress_step(potential, graph):
+    """One training-like step of ``potential`` on ``graph``: forward with forces and stress
+    (a first derivative in the graph), then the backward of a loss on all three (the second)."""
+
+    def step():
+        out = potential(graph, compute_forces=True, compute_stress=True, training=True)
+        loss = out["energy"].pow(2).sum() + out["forces"].pow(2).sum() + out["stress"].pow(2).sum()
+        loss.backward()
+
+    return step

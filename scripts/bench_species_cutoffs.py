@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from _bench_common import time_step
+    from _bench_common import energy_forces_stress_step, time_step
 
     from atomistic.data.datasets import read_mlearn_json
     from atomistic.data.graph import build_graph
@@ -51,11 +51,7 @@ def main() -> None:
             torch.manual_seed(0)
             potential = build_potential(mace_architecture(config), dtype=torch.float32, backend="cpu")
             graph = build_graph(structures, potential.cutoff, potential.species, dtype=torch.float32)
-
-            def step(potential=potential, graph=graph):
-                out = potential(graph, compute_forces=True, compute_stress=True, training=True)
-                loss = out["energy"].pow(2).sum() + out["forces"].pow(2).sum() + out["stress"].pow(2).sum()
-                loss.backward()
+            step = energy_forces_stress_step(potential, graph)
 
             seconds[label], _ = time_step(step, "cpu", args.repeats)
             print(f"{element}, {label}: {graph['edge_index'].shape[1]} edges in the graph, {seconds[label]:.3f} s per step "

@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
 
-    from _bench_common import time_step
+    from _bench_common import energy_forces_stress_step, time_step
 
     from atomistic.data.datasets import read_mlearn_json
     from atomistic.data.graph import build_graph
@@ -49,11 +49,7 @@ def main() -> None:
             torch.manual_seed(0)
             potential = build_potential(mace_architecture(config), dtype=torch.float32, backend=backend)
             graph = build_graph(structures, potential.cutoff, potential.species, dtype=torch.float32)
-
-            def step(potential=potential, graph=graph):
-                out = potential(graph, compute_forces=True, compute_stress=True, training=True)
-                loss = out["energy"].pow(2).sum() + out["forces"].pow(2).sum() + out["stress"].pow(2).sum()
-                loss.backward()
+            step = energy_forces_stress_step(potential, graph)
 
             seconds[backend], _ = time_step(step, "cpu", args.repeats)
             if args.profile and channels == args.channels[-1]:
