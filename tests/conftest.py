@@ -66,9 +66,11 @@ def default_potential():
     return load_potential("default", dtype="float64")
 
 
-def tiny_training_config(tmp_path, name: str, epochs: int = 2, extra: str = "") -> str:
+def tiny_training_config(tmp_path, name: str, epochs: int = 2, extra: str = "", model_options: str = "") -> str:
     """A tiny float64 training config over the first 8 structures of the Li and Si mlearn files
-    (copied to ``tmp_path/<element>/training.json``, the mlearn layout); returns its path."""
+    (copied to ``tmp_path/<element>/training.json``, the mlearn layout); returns its path.
+    ``model_options`` (YAML, e.g. ``"per_species_scale: true"``) join the ``model`` mapping,
+    ``extra`` lines the config's top level."""
     for element in ("Li", "Si"):
         (tmp_path / element).mkdir(exist_ok=True)
         records = json.loads((DATA / "mlearn" / element / "training.json").read_text())[:8]
@@ -85,7 +87,7 @@ data:
     - {{path: {tmp_path / 'Li' / 'training.json'}, weight: 1.0}}
     - {{path: {tmp_path / 'Si' / 'training.json'}, weight: 2.0}}
   valid_fraction: 0.25
-model: {{cutoff: 4.0, channels: 4, max_ell: 1, hidden_lmax: 1, num_layers: 1, correlation: 2, radial_hidden: [8]}}
+model: {{cutoff: 4.0, channels: 4, max_ell: 1, hidden_lmax: 1, num_layers: 1, correlation: 2, radial_hidden: [8]{", " + model_options if model_options else ""}}}
 schedule: {{kind: cosine, warmup_epochs: 1}}
 {extra}
 """

@@ -218,9 +218,7 @@ def test_per_species_scale_is_each_elements_force_rms(tmp_path):
     from atomistic.training.run import prepare
     from atomistic.training.statistics import force_rms, force_rms_per_species
 
-    path = _config(tmp_path, "scaled", epochs=1)
-    config_file = tmp_path / "scaled.yaml"
-    config_file.write_text(config_file.read_text().replace("radial_hidden: [8]}", "radial_hidden: [8], per_species_scale: true}"))
+    path = _config(tmp_path, "scaled", epochs=1, model_options="per_species_scale: true")
     result = runner.invoke(app, ["train", path])
     assert result.exit_code == 0, result.output
     train, _, stats = prepare(load_config(path))
@@ -245,9 +243,7 @@ def test_species_cutoffs_reach_the_model_and_its_neighbour_count(tmp_path):
     from atomistic.training.run import prepare
     from atomistic.training.statistics import average_num_neighbors
 
-    path = _config(tmp_path, "pairs", epochs=1)
-    config_file = tmp_path / "pairs.yaml"
-    config_file.write_text(config_file.read_text().replace("radial_hidden: [8]}", "radial_hidden: [8], species_cutoffs: {Si: 3.0}}"))
+    path = _config(tmp_path, "pairs", epochs=1, model_options="species_cutoffs: {Si: 3.0}")
     result = runner.invoke(app, ["train", path])
     assert result.exit_code == 0, result.output
     potential = load_potential(tmp_path / "out" / "pairs", dtype=torch.float64)
