@@ -273,6 +273,50 @@ def test_extend_species_gives_new_elements_the_graph_cutoff():
     assert grown.encoder.config.species_cutoffs == (3.0, 3.5, 4.0, 2.5, 4.0)
 
 
+def test_change_species_cutoffs_keeps_the_unchanged_elements():
+    from atomistic.testing import assert_potential_physics, random_periodic_structure
+    from atomistic.training.transfer import change_species_cutoffs
+
+    from .conftest import small_mace
+
+    potential = small_mace(1, 1, 2, 1)  # 4 Å for every element
+    changed = change_species_cutoffs(potential, {3: 5.0, 32: 3.5})
+    assert changed.encoder.config.cutoff == 5.0
+    assert changed.encoder.config.species_cutoffs == (5.0, 4.0, 3.5, 4.0)
+    for numbers in ((14,), (42,), (14, 42)):  # elements whose cutoff did not change
+        atoms = random_periodic_structure(numbers, n_atoms=6, seed=4)
+        (a,), (b,) = potential.predict(atoms), changed.predict(atoms)
+        assert abs(a["energy"] - b["energy"]) < 1e-10
+        assert abs(a["forces"] - b["forces"]).max() < 1e-10 and abs(a["stress"] - b["stress"]).max() < 1e-12
+    lithium = random_periodic_structure((3,), n_atoms=6, seed=4, density=0.08)
+    (a,), (b,) = potential.predict(lithium), changed.predict(lithium)
+    assert abs(a["energy"] - b["energy"]) > 1e-3  # Li now sees Li-Li pairs between 4 and 5 Å
+    assert_potential_physics(changed, lithium)
+    # and back: the original cutoffs give the original model's numbers
+    (c,) = change_species_cutoffs(changed, {3: 4.0, 32: 4.0}).predict(lithium)
+    assert abs(a["energy"] - c["energy"]) < 1e-10 and abs(a["forces"] - c["forces"]).max() < 1e-10
+    assert change_species_cutoffs(potential, {14: 4.0}) is potential
+    with pytest.raises(ValueError, match=r"does not have: \[8\]"):
+        change_species_cutoffs(potential, {8: 4.0})
+
+
+def test_init_with_species_cutoffs_changes_only_the_listed_elements(tmp_path):
+    from atomistic.checkpoint import load_potential
+
+    base = _config(tmp_path, "base", epochs=1)
+    assert runner.invoke(app, ["train", base]).exit_code == 0
+    longer = _config(tmp_path, "longer", epochs=1, model_options="cutoff: 5.0, species_cutoffs: {Li: 5.0}")
+    result = runner.invoke(app, ["train", longer, "--init", str(tmp_path / "out" / "base")])
+    assert result.exit_code == 0, result.output
+    potential = load_potential(tmp_path / "out" / "longer", dtype=torch.float64)
+    assert potential.encoder.config.cutoff == 5.0
+    assert potential.encoder.config.species_cutoffs == (5.0, 4.0)  # Si unlisted: its own 4 Å
+    assert potential.encoder.config.avg_num_neighbors == load_potential(tmp_path / "out" / "base").encoder.config.avg_num_neighbors
+    unknown = _config(tmp_path, "unknown", epochs=1, model_options="species_cutoffs: {O: 3.0}")
+    result = runner.invoke(app, ["train", unknown, "--init", str(tmp_path / "out" / "base")])
+    assert result.exit_code == 2 and "model.species_cutoffs" in result.output and "[8]" in result.output
+
+
 def test_init_onto_new_elements_via_cli(tmp_path):
     li_only = _config(tmp_path, "li", epochs=1)
     text = (tmp_path / "li.yaml").read_text()

@@ -20,7 +20,8 @@ data:
   valid: []                  # separate validation files; if empty, a split of train
   valid_fraction: 0.1        # seeded split of each training file
   isolated_atoms: null       # extxyz of single atoms: E0s from it (else least squares)
-model:
+model:                       # with --init, the checkpoint's architecture; only species_cutoffs,
+                             # energy_head and tensor_heads act on it
   encoder: mace              # the encoder; its fields below (see MACEConfig)
   cutoff: 5.0
   channels: 16
@@ -33,7 +34,9 @@ model:
   radial_hidden: [32, 32]
   species_radial: false      # element-dependent radial functions (radial MLP reads the species)
   species_cutoffs: {}        # a cutoff (Å, at most `cutoff`) per element, e.g. {Li: 6.0, Mo: 5.0};
-                             # an a-b edge reaches (r_a + r_b) / 2; unlisted elements: `cutoff`
+                             # an a-b edge reaches (r_a + r_b) / 2; unlisted elements: `cutoff`;
+                             # with --init, the listed elements of the checkpoint take the new
+                             # cutoff and the others keep theirs (weights carried over)
   energy_mlp_hidden: 16
   energy_head: true          # energy head (forces, stress by autograd); false for tensor-only models
   per_species_scale: false   # energy readout scale per element (its own force RMS) instead of

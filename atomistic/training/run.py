@@ -121,7 +121,7 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
     dtype = torch.float32 if config.dtype == "float32" else torch.float64
     name = Path(config.output).name
     if init is not None:
-        from atomistic.training.transfer import extend_species
+        from atomistic.training.transfer import change_species_cutoffs, extend_species
 
         potential = load_potential(init, dtype=dtype, device=config.resolved_device(), backend=config.backend)
         new = sorted(set(stats["species"]) - set(potential.atomic_numbers))
@@ -130,6 +130,11 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
             e0s = stats["e0s"] if "e0s" in stats else np.zeros(len(stats["species"]))
             e0_by_number = dict(zip(stats["species"], e0s, strict=True))
             potential = extend_species(potential, new, {z: e0_by_number[z] for z in new})
+        if config.model.species_cutoffs:  # listed elements take their new cutoff; the others keep theirs
+            try:
+                potential = change_species_cutoffs(potential, config.model.species_cutoffs_by_number())
+            except ValueError as error:
+                raise ConfigError(f"model.species_cutoffs (with --init {init}): {error}") from None
         add_tensor_heads(potential, config, stats)
         for p in potential.parameters():
             p.requires_grad_(True)
@@ -241,9 +246,11 @@ def train(
         else:  # killed before its first epoch was saved
             log("no epoch of this run was saved yet; starting it from the beginning")
     trainer.drop_unsaved_records()
+    # the model's own count: a fine-tuned model keeps the one it was trained with
+    avg_num_neighbors = potential.metadata.architecture["encoder"]["config"].get("avg_num_neighbors", stats["avg_num_neighbors"])
     log(
         f"{len(train_set)} training / {len(valid_set)} validation structures; species {list(stats['species'])}; "
-        f"avg neighbours {stats['avg_num_neighbors']:.2f}; parameters {sum(p.numel() for p in potential.parameters())}; "
+        f"avg neighbours {avg_num_neighbors:.2f}; parameters {sum(p.numel() for p in potential.parameters())}; "
         f"kernel backend {potential.metadata.backend}"
     )
     started = time.time()

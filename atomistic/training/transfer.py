@@ -76,3 +76,49 @@ def _copy_species_tensor_product(module, source, target, n_old, n_new, factor) -
         target[start_new : start_new + size_new].view(mul1, n_new, mul_out)[:, :n_old] = block_old * factor
         start_old += size_old
         start_new += size_new
+
+
+def change_species_cutoffs(potential, cutoffs: Mapping[int, float]):
+    """A copy of ``potential`` whose elements in ``cutoffs`` (atomic number → Å) see that far.
+
+    The other elements keep their cutoffs; the graph cutoff becomes the largest. Every weight
+    is carried over: the Bessel frequencies are set for the new graph cutoff (each edge's basis
+    is still the one of its own cutoff) and the radial networks' first layers are rescaled for
+    the new normalisation, so an element whose cutoff is unchanged is predicted as before
+    (structures of one such element exactly; pairs with a changed element see the new mean
+    cutoff). ``avg_num_neighbors`` is kept. Fine-tuning then teaches the changed elements the
+    longer (or shorter) edges.
+    """
+    architecture = copy.deepcopy(potential.metadata.architecture)
+    if architecture["encoder"]["name"] != "mace":
+        raise ValueError("per-element cutoffs are implemented for the MACE-class encoder")
+    encoder_config = architecture["encoder"]["config"]
+    species = [int(z) for z in encoder_config["species"]]
+    unknown = sorted(set(int(z) for z in cutoffs) - set(species))
+    if unknown:
+        raise ValueError(f"species cutoffs for elements the model does not have: {unknown}")
+    old = encoder_config.get("species_cutoffs") or [encoder_config["cutoff"]] * len(species)
+    new = [float(cutoffs.get(z, radius)) for z, radius in zip(species, old, strict=True)]
+    if new == [float(r) for r in old]:
+        return potential
+    if any(r <= 0 for r in new):
+        raise ValueError(f"species cutoffs must be positive (Å), got {new}")
+    encoder_config["cutoff"] = max(new)
+    encoder_config["species_cutoffs"] = new
+    changed = build_potential(
+        architecture, backend=potential.metadata.backend, name=potential.metadata.name, dtype=potential.dtype, device=potential.device
+    )
+    # e3nn's FullyConnectedNet divides its first layer by sqrt(fan_in * variance_in), and the
+    # mean square of the radial embedding depends on the graph cutoff
+    factor = math.sqrt(changed.encoder.radial.mean_square() / potential.encoder.radial.mean_square())
+    old_state = potential.state_dict()
+    new_state = changed.state_dict()
+    with torch.no_grad():
+        for key, target in new_state.items():
+            if "._compiled_main" in key or key not in old_state or key.endswith("basis.frequencies"):
+                continue
+            source = old_state[key]
+            target.copy_(source * factor if key.endswith("radial_mlp.layer0.weight") else source)
+    changed.load_state_dict(new_state)
+    changed.metadata.provenance = dict(potential.metadata.provenance)
+    return changed
