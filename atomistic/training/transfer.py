@@ -1,5 +1,6 @@
-"""Fine-tuning onto new elements: grow a trained MACE-class potential's species list while
-keeping its function on the old elements exactly; the new elements start from fresh weights.
+"""Fine-tuning a trained MACE-class potential onto a changed model: new elements (its
+function on the old ones kept exactly; the new ones start from fresh weights) or new cutoffs
+for some elements (its function on the others kept).
 """
 
 from __future__ import annotations
@@ -84,10 +85,10 @@ def change_species_cutoffs(potential, cutoffs: Mapping[int, float]):
     The other elements keep their cutoffs; the graph cutoff becomes the largest. Every weight
     is carried over: the Bessel frequencies are set for the new graph cutoff (each edge's basis
     is still the one of its own cutoff) and the radial networks' first layers are rescaled for
-    the new normalisation, so an element whose cutoff is unchanged is predicted as before
-    (structures of one such element exactly; pairs with a changed element see the new mean
-    cutoff). ``avg_num_neighbors`` is kept. Fine-tuning then teaches the changed elements the
-    longer (or shorter) edges.
+    the new normalisation, so structures made only of elements whose cutoff is unchanged are
+    predicted as before (an edge to a changed element reaches the new mean cutoff).
+    ``avg_num_neighbors`` is kept. Fine-tuning then teaches the changed elements their longer
+    (or shorter) edges.
     """
     architecture = copy.deepcopy(potential.metadata.architecture)
     if architecture["encoder"]["name"] != "mace":
