@@ -310,7 +310,8 @@ def train(
                 init=init,
                 stop_after_epochs=stop_after_epochs,
                 max_hours=None if max_minutes is None else max_minutes / 60,
-                log=bar.console.print,
+                # plain lines: no markup (paths may hold brackets) and no wrapping (one event, one line)
+                log=lambda line: bar.console.print(line, markup=False, highlight=False, soft_wrap=True),
                 on_step=on_step,
             )
     except (ValueError, FileNotFoundError) as err:

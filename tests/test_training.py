@@ -308,6 +308,7 @@ def test_init_with_species_cutoffs_changes_only_the_listed_elements(tmp_path):
     longer = _config(tmp_path, "longer", epochs=1, model_options="cutoff: 5.0, species_cutoffs: {Li: 5.0}")
     result = runner.invoke(app, ["train", longer, "--init", str(tmp_path / "out" / "base")])
     assert result.exit_code == 0, result.output
+    assert "not used from the config" not in result.output  # the model section matches the fine-tuned model
     potential = load_potential(tmp_path / "out" / "longer", dtype=torch.float64)
     assert potential.encoder.config.cutoff == 5.0
     assert potential.encoder.config.species_cutoffs == (5.0, 4.0)  # Si unlisted: its own 4 Å
@@ -315,6 +316,15 @@ def test_init_with_species_cutoffs_changes_only_the_listed_elements(tmp_path):
     unknown = _config(tmp_path, "unknown", epochs=1, model_options="species_cutoffs: {O: 3.0}")
     result = runner.invoke(app, ["train", unknown, "--init", str(tmp_path / "out" / "base")])
     assert result.exit_code == 2 and "model.species_cutoffs" in result.output and "[8]" in result.output
+
+
+def test_init_says_which_model_options_the_checkpoint_overrides(tmp_path):
+    base = _config(tmp_path, "base", epochs=1)
+    assert runner.invoke(app, ["train", base]).exit_code == 0
+    wider = _config(tmp_path, "wider", epochs=1, model_options="channels: 8, radial_hidden: [8, 8]")
+    result = runner.invoke(app, ["train", wider, "--init", str(tmp_path / "out" / "base")])
+    assert result.exit_code == 0, result.output
+    assert "not used from the config: channels: 8 -> 4; radial_hidden: [8, 8] -> [8]" in result.output
 
 
 def test_init_onto_new_elements_via_cli(tmp_path):

@@ -20,7 +20,8 @@ data:
   valid: []                  # separate validation files; if empty, a split of train
   valid_fraction: 0.1        # seeded split of each training file
   isolated_atoms: null       # extxyz of single atoms: E0s from it (else least squares)
-model:                       # with --init, the checkpoint's architecture; only species_cutoffs,
+model:                       # with --init, the checkpoint's architecture (the run's log names the
+                             # fields below that differ from it); only species_cutoffs,
                              # energy_head and tensor_heads act on it
   encoder: mace              # the encoder; its fields below (see MACEConfig)
   cutoff: 5.0

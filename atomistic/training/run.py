@@ -62,6 +62,32 @@ def species_cutoffs(config: TrainConfig, species: tuple[int, ...]) -> tuple[floa
     return tuple(by_number.get(z, config.model.cutoff) for z in species)
 
 
+# the model fields that a checkpoint given to --init fixes (its architecture is kept)
+INIT_FIXED_MODEL_FIELDS = (
+    "cutoff", "channels", "max_ell", "hidden_lmax", "num_layers", "correlation", "num_bessel",
+    "envelope_exponent", "radial_hidden", "species_radial",
+)
+
+
+def model_options_overridden_by_init(config: TrainConfig, potential) -> list[str]:
+    """With ``--init``: the config's ``model`` fields that differ from the fine-tuned model's
+    architecture (which wins), as ``"field: config value -> model value"``."""
+    architecture = potential.metadata.architecture
+    encoder = architecture["encoder"]
+    if encoder["name"] != config.model.encoder:
+        return [f"encoder: {config.model.encoder} -> {encoder['name']}"]
+    differences = []
+    for field in INIT_FIXED_MODEL_FIELDS:
+        ours, theirs = getattr(config.model, field), encoder["config"].get(field)
+        ours = list(ours) if isinstance(ours, tuple) else ours  # as the architecture stores it
+        if theirs is not None and ours != theirs:
+            differences.append(f"{field}: {ours} -> {theirs}")
+    energy = architecture["heads"].get("energy")
+    if energy is not None and energy.get("mlp_hidden", config.model.energy_mlp_hidden) != config.model.energy_mlp_hidden:
+        differences.append(f"energy_mlp_hidden: {config.model.energy_mlp_hidden} -> {energy['mlp_hidden']}")
+    return differences
+
+
 def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict[str, Any]]:
     data = config.data
     train, valid = _read_files(data.train, config.seed, None if data.valid else data.valid_fraction)
@@ -246,6 +272,8 @@ def train(
         else:  # killed before its first epoch was saved
             log("no epoch of this run was saved yet; starting it from the beginning")
     trainer.drop_unsaved_records()
+    if init is not None and (overridden := model_options_overridden_by_init(config, potential)):
+        log(f"--init {init}: the model keeps its architecture; not used from the config: {'; '.join(overridden)}")
     # the model's own count: a fine-tuned model keeps the one it was trained with
     avg_num_neighbors = potential.metadata.architecture["encoder"]["config"].get("avg_num_neighbors", stats["avg_num_neighbors"])
     log(
