@@ -300,29 +300,31 @@ def test_change_species_cutoffs_keeps_the_unchanged_elements():
         change_species_cutoffs(potential, {8: 4.0})
 
 
+def _fine_tune_of_a_base_run(tmp_path, name: str, model_options: str):
+    """Train the tiny config as ``base`` (once per ``tmp_path``), then fine-tune it with
+    ``--init`` under ``name`` with ``model_options``; returns the CLI result."""
+    if not (tmp_path / "out" / "base").exists():
+        assert runner.invoke(app, ["train", _config(tmp_path, "base", epochs=1)]).exit_code == 0
+    fine_tune = _config(tmp_path, name, epochs=1, model_options=model_options)
+    return runner.invoke(app, ["train", fine_tune, "--init", str(tmp_path / "out" / "base")])
+
+
 def test_init_with_species_cutoffs_changes_only_the_listed_elements(tmp_path):
     from atomistic.checkpoint import load_potential
 
-    base = _config(tmp_path, "base", epochs=1)
-    assert runner.invoke(app, ["train", base]).exit_code == 0
-    longer = _config(tmp_path, "longer", epochs=1, model_options="cutoff: 5.0, species_cutoffs: {Li: 5.0}")
-    result = runner.invoke(app, ["train", longer, "--init", str(tmp_path / "out" / "base")])
+    result = _fine_tune_of_a_base_run(tmp_path, "longer", "cutoff: 5.0, species_cutoffs: {Li: 5.0}")
     assert result.exit_code == 0, result.output
     assert "not used from the config" not in result.output  # the model section matches the fine-tuned model
     potential = load_potential(tmp_path / "out" / "longer", dtype=torch.float64)
     assert potential.encoder.config.cutoff == 5.0
     assert potential.encoder.config.species_cutoffs == (5.0, 4.0)  # Si unlisted: its own 4 Å
     assert potential.encoder.config.avg_num_neighbors == load_potential(tmp_path / "out" / "base").encoder.config.avg_num_neighbors
-    unknown = _config(tmp_path, "unknown", epochs=1, model_options="species_cutoffs: {O: 3.0}")
-    result = runner.invoke(app, ["train", unknown, "--init", str(tmp_path / "out" / "base")])
+    result = _fine_tune_of_a_base_run(tmp_path, "unknown", "species_cutoffs: {O: 3.0}")
     assert result.exit_code == 2 and "model.species_cutoffs" in result.output and "[8]" in result.output
 
 
 def test_init_says_which_model_options_the_checkpoint_overrides(tmp_path):
-    base = _config(tmp_path, "base", epochs=1)
-    assert runner.invoke(app, ["train", base]).exit_code == 0
-    wider = _config(tmp_path, "wider", epochs=1, model_options="channels: 8, radial_hidden: [8, 8]")
-    result = runner.invoke(app, ["train", wider, "--init", str(tmp_path / "out" / "base")])
+    result = _fine_tune_of_a_base_run(tmp_path, "wider", "channels: 8, radial_hidden: [8, 8]")
     assert result.exit_code == 0, result.output
     assert "not used from the config: channels: 8 -> 4; radial_hidden: [8, 8] -> [8]" in result.output
 

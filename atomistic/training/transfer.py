@@ -35,7 +35,7 @@ def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, 
     encoder_config["species"] = list(old) + added
     if encoder_config.get("species_cutoffs") is not None:  # new elements see as far as the graph
         encoder_config["species_cutoffs"] = list(encoder_config["species_cutoffs"]) + [encoder_config["cutoff"]] * len(added)
-    grown = build_potential(architecture, backend=potential.metadata.backend, name=potential.metadata.name, dtype=potential.dtype)
+    grown = _rebuilt(potential, architecture)
     n_old, n_new = len(old), len(old) + len(added)
     fan_in_factor = math.sqrt(n_new / n_old)  # e3nn normalises species-input weights by 1/sqrt(n_species)
     old_state = potential.state_dict()
@@ -63,8 +63,17 @@ def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, 
             else:
                 raise ValueError(f"cannot carry '{key}' over: shape {tuple(source.shape)} -> {tuple(target.shape)}")
     grown.load_state_dict(new_state)
-    grown.metadata.provenance = dict(potential.metadata.provenance)
     return grown
+
+
+def _rebuilt(potential, architecture):
+    """A fresh potential of ``architecture`` with ``potential``'s backend, name, dtype, device
+    and provenance (the weights are the caller's to carry over)."""
+    rebuilt = build_potential(
+        architecture, backend=potential.metadata.backend, name=potential.metadata.name, dtype=potential.dtype, device=potential.device
+    )
+    rebuilt.metadata.provenance = dict(potential.metadata.provenance)
+    return rebuilt
 
 
 def _copy_species_tensor_product(module, source, target, n_old, n_new, factor) -> None:
@@ -106,9 +115,7 @@ def change_species_cutoffs(potential, cutoffs: Mapping[int, float]):
         raise ValueError(f"species cutoffs must be positive (Å), got {new}")
     encoder_config["cutoff"] = max(new)
     encoder_config["species_cutoffs"] = new
-    changed = build_potential(
-        architecture, backend=potential.metadata.backend, name=potential.metadata.name, dtype=potential.dtype, device=potential.device
-    )
+    changed = _rebuilt(potential, architecture)
     # e3nn's FullyConnectedNet divides its first layer by sqrt(fan_in * variance_in), and the
     # mean square of the radial embedding depends on the graph cutoff
     factor = math.sqrt(changed.encoder.radial.mean_square() / potential.encoder.radial.mean_square())
@@ -121,5 +128,4 @@ def change_species_cutoffs(potential, cutoffs: Mapping[int, float]):
             source = old_state[key]
             target.copy_(source * factor if key.endswith("radial_mlp.layer0.weight") else source)
     changed.load_state_dict(new_state)
-    changed.metadata.provenance = dict(potential.metadata.provenance)
     return changed
