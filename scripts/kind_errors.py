@@ -2,13 +2,14 @@
 and what its validation errors say about the whole file's mix of kinds.
 
 A 10 % split of ~200 structures is a small sample of each kind: Mo's split holds 7 of the
-file's 36 AIMD 6000 K frames (37 % of its atoms against 19 % of the file's). The per-kind
+file's 36 AIMD 6000 K frames (39 % of its atoms against 19 % of the file's). The per-kind
 table shows each kind's share of the file and of the split, the force and energy MAE on
 both splits (a training error far below the validation one is overfitting, both high is
-underfitting), and the force and energy MAE the validation errors give for the file's own mix
-of kinds (each kind weighted by its share of the file's atoms for forces, of its structures for
-energies; a kind the split lacks takes its training error, a lower bound, marked ``*``). That estimate is not a measurement on held-out
-data; it says how much of a gap to a published test-set figure is the split's mix.
+underfitting), and the force and energy MAE the validation errors give for the file's own
+mix of kinds (each kind weighted by its share of the file's atoms for forces, of its
+structures for energies; a kind the split lacks takes its training error, likely an
+underestimate, marked ``*``). That estimate is not a measurement on held-out data; it says
+how much of a gap to a published test-set figure is the split's mix.
 
     python scripts/kind_errors.py CHECKPOINT [--element Mo]
 """
