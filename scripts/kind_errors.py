@@ -21,8 +21,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -30,57 +28,60 @@ from write_model_card import _kind_order, structure_kind  # noqa: E402
 
 from atomistic import load_potential  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
+from atomistic.training.metrics import ErrorAccumulator  # noqa: E402
 from atomistic.training.run import prepare  # noqa: E402
 
 
-def errors_by_kind(potential, structures) -> dict[str, dict[str, list]]:
-    """Per kind: absolute force-component errors (eV/Å), per-atom energy errors (meV/atom) and
-    atom counts of ``structures``."""
-    out: dict[str, dict[str, list]] = {}
+def errors_by_kind(potential, structures) -> dict[str, ErrorAccumulator]:
+    """The residuals of ``structures`` against their labels, by configuration kind."""
+    out: dict[str, ErrorAccumulator] = {}
     for structure, prediction in zip(structures, potential.predict(structures, properties=["energy", "forces"]), strict=True):
-        n = len(structure)
-        kind = out.setdefault(structure_kind(structure), {"forces": [], "energy": [], "atoms": []})
-        kind["forces"].append(np.abs(np.asarray(prediction["forces"]) - np.asarray(structure.labels["forces"])).ravel())
-        kind["energy"].append(abs(prediction["energy"] - structure.labels["energy"]) / n * 1000.0)
-        kind["atoms"].append(n)
+        out.setdefault(structure_kind(structure), ErrorAccumulator()).add(structure, prediction)
     return out
 
 
-def kind_table(element: str, train: dict, valid: dict) -> str:
+def _atoms(errors: ErrorAccumulator | None) -> int:
+    """Atoms with force labels (force MAE is a mean over their components)."""
+    return sum(c.size for c in errors.force_components) // 3 if errors else 0
+
+
+def kind_table(element: str, train: dict[str, ErrorAccumulator], valid: dict[str, ErrorAccumulator]) -> str:
     """Markdown table of one element's kinds, with the pooled validation MAE and the file-mix
     estimates (force and energy) under it."""
     kinds = sorted(set(train) | set(valid), key=_kind_order)
-    file_atoms = {k: sum(train.get(k, {}).get("atoms", [])) + sum(valid.get(k, {}).get("atoms", [])) for k in kinds}
-    valid_atoms = {k: sum(valid.get(k, {}).get("atoms", [])) for k in kinds}
-    total_file, total_valid = sum(file_atoms.values()), sum(valid_atoms.values())
+    file_atoms = {k: _atoms(train.get(k)) + _atoms(valid.get(k)) for k in kinds}
+    valid_atoms = {k: _atoms(valid.get(k)) for k in kinds}
+    file_structures = {k: sum(split[k].n_structures for split in (train, valid) if k in split) for k in kinds}
+    total_atoms, total_valid, total_structures = sum(file_atoms.values()), sum(valid_atoms.values()), sum(file_structures.values())
     lines = [
         f"{element}: force MAE (eV/Å) / energy MAE (meV/atom) by kind",
         "| kind | file structures | atoms in file | atoms in validation | train F / E | validation F / E |",
         "|---|---|---|---|---|---|",
     ]
-    n_structures_file = {k: len(train.get(k, {}).get("atoms", [])) + len(valid.get(k, {}).get("atoms", [])) for k in kinds}
-    total_structures = sum(n_structures_file.values())
-    force_estimate, energy_estimate, lower_bound = 0.0, 0.0, False
+    force_estimate, energy_estimate, missing_from_split = 0.0, 0.0, False
     for k in kinds:
         row = {}
         for name, split in (("train", train), ("valid", valid)):
             if k in split:
-                row[name] = (float(np.concatenate(split[k]["forces"]).mean()), float(np.mean(split[k]["energy"])))
+                m = split[k].summary()
+                row[name] = (m["force_mae_ev_per_ang"], m["energy_mae_mev_per_atom"])
         shown = {name: f"{f:.3f} / {e:.2f}" for name, (f, e) in row.items()}
         lines.append(
-            f"| {k} | {n_structures_file[k]} | {file_atoms[k]} ({file_atoms[k] / total_file:.0%}) | {valid_atoms[k]} "
+            f"| {k} | {file_structures[k]} | {file_atoms[k]} ({file_atoms[k] / total_atoms:.0%}) | {valid_atoms[k]} "
             f"({valid_atoms[k] / max(total_valid, 1):.0%}) | {shown.get('train', '-')} | {shown.get('valid', '- *')} |"
         )
         force, energy = row["valid"] if "valid" in row else row["train"]
-        lower_bound |= "valid" not in row
-        force_estimate += force * file_atoms[k] / total_file  # force MAE: over components, so by atoms
-        energy_estimate += energy * n_structures_file[k] / total_structures  # energy MAE: over structures
-    pooled_force = float(np.concatenate([f for k in valid.values() for f in k["forces"]]).mean())
-    pooled_energy = float(np.mean([e for k in valid.values() for e in k["energy"]]))
+        missing_from_split |= "valid" not in row
+        force_estimate += force * file_atoms[k] / total_atoms  # force MAE: over components, so by atoms
+        energy_estimate += energy * file_structures[k] / total_structures  # energy MAE: over structures
+    pooled = ErrorAccumulator()
+    for errors in valid.values():
+        pooled.extend(errors)
+    pooled_metrics = pooled.summary()
     lines.append(
-        f"\nvalidation: F {pooled_force:.3f} eV/Å, E {pooled_energy:.2f} meV/atom; weighted by the file's mix of kinds: "
-        f"F {force_estimate:.3f} eV/Å, E {energy_estimate:.2f} meV/atom"
-        + (" (* kinds missing from the split take their training error)" if lower_bound else "")
+        f"\nvalidation: F {pooled_metrics['force_mae_ev_per_ang']:.3f} eV/Å, E {pooled_metrics['energy_mae_mev_per_atom']:.2f} meV/atom; "
+        f"weighted by the file's mix of kinds: F {force_estimate:.3f} eV/Å, E {energy_estimate:.2f} meV/atom"
+        + (" (* kinds missing from the split take their training error)" if missing_from_split else "")
     )
     return "\n".join(lines)
 

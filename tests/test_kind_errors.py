@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from atomistic.training.metrics import ErrorAccumulator
 from tests.paths import ROOT
 
 
@@ -22,15 +23,20 @@ def kind_errors():
         sys.path.remove(str(ROOT / "scripts"))
 
 
-def _kind(force_errors: list[list[float]], energy_errors: list[float], atoms: list[int]) -> dict[str, list]:
-    return {"forces": [np.array(f) for f in force_errors], "energy": energy_errors, "atoms": atoms}
+def _kind(force_errors: list[list[float]], energy_errors_mev_per_atom: list[float]) -> ErrorAccumulator:
+    """Residuals of one kind: each structure's force components (eV/Å; three per atom) and energy (meV/atom)."""
+    return ErrorAccumulator(
+        energy_per_atom=[e / 1000.0 for e in energy_errors_mev_per_atom],
+        force_components=[np.array(f) for f in force_errors],
+        n_structures=len(energy_errors_mev_per_atom),
+    )
 
 
 def test_estimates_weight_each_kind_by_its_share_of_the_file(kind_errors):
     # hot: 1 training + 1 validation structure of 2 atoms; cold: 2 training structures of 4 atoms
     # (absent from validation, so it takes its training error)
-    train = {"AIMD-NVT 3000 K": _kind([[0.1] * 6], [2.0], [2]), "Elastic": _kind([[0.01] * 12, [0.03] * 12], [1.0, 3.0], [4, 4])}
-    valid = {"AIMD-NVT 3000 K": _kind([[0.4] * 6], [6.0], [2])}
+    train = {"AIMD-NVT 3000 K": _kind([[0.1] * 6], [2.0]), "Elastic": _kind([[0.01] * 12, [0.03] * 12], [1.0, 3.0])}
+    valid = {"AIMD-NVT 3000 K": _kind([[0.4] * 6], [6.0])}
     table = kind_errors.kind_table("Mo", train, valid)
 
     assert "| Elastic | 2 | 8 (67%) | 0 (0%) | 0.020 / 2.00 | - * |" in table
@@ -41,9 +47,9 @@ def test_estimates_weight_each_kind_by_its_share_of_the_file(kind_errors):
     assert "take their training error" in table
 
 
-def test_no_lower_bound_note_when_every_kind_is_in_the_split(kind_errors):
-    train = {"Elastic": _kind([[0.01] * 3], [1.0], [1])}
-    valid = {"Elastic": _kind([[0.02] * 3], [2.0], [1])}
+def test_no_missing_kind_note_when_every_kind_is_in_the_split(kind_errors):
+    train = {"Elastic": _kind([[0.01] * 3], [1.0])}
+    valid = {"Elastic": _kind([[0.02] * 3], [2.0])}
     table = kind_errors.kind_table("Li", train, valid)
     assert "weighted by the file's mix of kinds: F 0.020 eV/Å, E 2.00 meV/atom" in table
     assert "take their training error" not in table
