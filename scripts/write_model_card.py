@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -47,11 +46,11 @@ def run_training_hours(run_dir: Path) -> float | None:
 
 def structure_kind(structure) -> str:
     """The mlearn configuration kind (``group``: AIMD-NVT, Elastic, Surface, Vacancy) with the
-    temperature of the MD run it was sampled from, when its description names one
-    ("... AIMD NVT simulation at 3000 K" → ``AIMD-NVT 3000 K``)."""
+    temperature of the MD run it was sampled from, when the reader found one in its description
+    (``info["temperature_k"]``; "... AIMD NVT simulation at 3000 K" → ``AIMD-NVT 3000 K``)."""
     kind = str(structure.info.get("group", "-"))
-    temperature = re.search(r"\bat (\d+) K\b", str(structure.info.get("description", "")))
-    return f"{kind} {temperature.group(1)} K" if temperature else kind
+    temperature = structure.info.get("temperature_k")
+    return f"{kind} {temperature} K" if temperature is not None else kind
 
 
 def _kind_order(kind: str) -> tuple[str, int]:
@@ -115,8 +114,9 @@ def main(argv: list[str] | None = None) -> None:
         table = ("| element | structures | energy MAE (meV/atom) | best published | force MAE (eV/Å) | best published | beats both? | stress MAE (GPa) |\n"
                  "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
         bar_text = ("Published: test-set MAE of GAP and MTP, Zuo et al., J. Phys. Chem. A 124, 731 (2020); "
-                    "the better of the two is shown. Ours are on a held-out 10 % split of the training files, "
-                    "not the official test sets.\n\n" + kind_table(predicted))
+                    "the better of the two is shown. Ours are on a held-out 10 % split of the training files"
+                    + (f" (stratified by {', '.join(config.data.stratify_by)}: 10 % of each kind of configuration)" if config.data.stratify_by else "")
+                    + ", not the official test sets.\n\n" + kind_table(predicted))
     else:
         table = ("| set | structures | energy RMSE (meV/molecule) | force RMSE (meV/Å) | energy MAE (meV/atom) | force MAE (eV/Å) |\n"
                  "|---|---|---|---|---|---|\n" + "\n".join(rows))

@@ -21,6 +21,8 @@ from atomistic.data.datasets import (
     elastic_stress_work_mismatch,
     mlearn_virial_to_stress,
     read_mlearn_json,
+    seeded_split,
+    stratified_split,
 )
 from atomistic.units import KBAR_TO_EV_PER_ANG3
 
@@ -141,6 +143,50 @@ def test_mlearn_json(tmp_path):
     sample.write_text(json.dumps([record]))
     (again,) = to_structures(sample)
     np.testing.assert_allclose(again.positions, s.positions)
+
+
+def test_mlearn_reader_keeps_the_md_temperature():
+    structures = read_mlearn_json(DATA / "mlearn" / "Mo" / "training.json")
+    hot = [s for s in structures if s.info.get("temperature_k") == 6000]
+    assert hot and all("at 6000 K" in s.info["description"] for s in hot)
+    assert {s.info.get("temperature_k") for s in structures if s.info["group"] == "Elastic"} == {None}
+
+
+def _strata(structures, keys=("group", "temperature_k")):
+    counts: dict = {}
+    for s in structures:
+        key = tuple(s.info.get(k) for k in keys)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.25])
+def test_stratified_split_takes_each_kinds_share(fraction):
+    structures = read_mlearn_json(DATA / "mlearn" / "Mo" / "training.json")
+    train, valid = stratified_split(structures, fraction, 0, ["group", "temperature_k"])
+    assert len(valid) == round(fraction * len(structures)) and len(train) + len(valid) == len(structures)
+    assert {id(s) for s in train}.isdisjoint(id(s) for s in valid)
+    in_file, in_valid = _strata(structures), _strata(valid)
+    for kind, n in in_file.items():
+        assert abs(in_valid.get(kind, 0) - fraction * n) < 1, kind
+    # seeded: the same split again, another with another seed; both keep the file's order
+    again = stratified_split(structures, fraction, 0, ["group", "temperature_k"])[1]
+    assert [s.info["frame"] for s in again] == [s.info["frame"] for s in valid]
+    assert [s.info["frame"] for s in valid] == sorted(s.info["frame"] for s in valid)
+    other = stratified_split(structures, fraction, 1, ["group", "temperature_k"])[1]
+    assert [s.info["frame"] for s in other] != [s.info["frame"] for s in valid]
+
+
+def test_stratified_split_without_keys_is_the_seeded_split():
+    structures = read_mlearn_json(DATA / "mlearn" / "Li" / "training.json")[:30]
+    plain, stratified = seeded_split(structures, 0.2, 4), stratified_split(structures, 0.2, 4, [])
+    assert [[s.info["frame"] for s in part] for part in plain] == [[s.info["frame"] for s in part] for part in stratified]
+
+
+def test_stratified_split_of_a_tiny_file_still_validates_on_one_structure():
+    structures = read_mlearn_json(DATA / "mlearn" / "Li" / "training.json")[:4]
+    train, valid = stratified_split(structures, 0.1, 0, ["group"])
+    assert len(valid) == 1 and len(train) == 3
 
 
 def test_mlearn_stress_convention():

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from atomistic.cli import app
 from atomistic.training.config import ConfigError, load_config
 from atomistic.training.loop import training_hours
+from atomistic.training.run import prepare
 
 from .conftest import tiny_training_config as _config
 from .paths import DATA, ROOT
@@ -140,6 +141,20 @@ CONFIG_ERRORS = [
     ("model: {species_cutoffs: {Xx: 4.0}}", "model.species_cutoffs.Xx: not an element"),
     ("model: {species_cutoffs: [4.0]}", "model.species_cutoffs: expected a mapping"),
 ]
+
+
+def test_stratify_by_is_checked_against_the_config_and_the_data(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("data: {train: [a.json], stratify_by: [group, 3]}\n")
+    with pytest.raises(ConfigError, match=r"data.stratify_by: expected a list of strings, got \['group', 3\]"):
+        load_config(path)
+    config = load_config(_config(tmp_path, "typo", extra=""))
+    typo = dataclasses.replace(config, data=dataclasses.replace(config.data, stratify_by=("groups",)))
+    with pytest.raises(ConfigError, match=r"data.stratify_by: no structure of '.*Li/training.json' carries the info key\(s\) \['groups'\]"):
+        prepare(typo)
+    stratified = dataclasses.replace(config, data=dataclasses.replace(config.data, stratify_by=("group", "temperature_k")))
+    train, valid, _ = prepare(stratified)
+    assert len(valid) == 4 and len(train) == 12  # 25 % of each 8-structure file
 
 
 def test_config_errors_name_the_field(tmp_path):

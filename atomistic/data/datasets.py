@@ -86,6 +86,10 @@ def elastic_stress_work_mismatch(structures: Sequence[Structure]) -> list[float]
     return mismatch
 
 
+# "... AIMD NVT simulation at 3000 K": the temperature of the MD run a snapshot was taken from
+_MD_TEMPERATURE = re.compile(r"\bat (\d+) K\b")
+
+
 def structures_from_mlearn_records(records: list[dict[str, Any]], source: str = "<mlearn>") -> list[Structure]:
     if not isinstance(records, list):
         raise StructureError(None, "records", "mlearn JSON must be a list of records")
@@ -106,6 +110,9 @@ def structures_from_mlearn_records(records: list[dict[str, Any]], source: str = 
         for key in ("group", "tag", "description"):
             if isinstance(record.get(key), str):
                 info[key] = record[key]
+        temperature = _MD_TEMPERATURE.search(str(record.get("description", "")))
+        if temperature:
+            info["temperature_k"] = int(temperature.group(1))
         structures.append(dataclasses.replace(base, labels=labels, info=info))
     return structures
 
@@ -133,3 +140,37 @@ def seeded_split(structures: Sequence[Structure], fraction: float, seed: int) ->
     order = np.random.default_rng(seed).permutation(len(structures))
     n_valid = max(1, round(fraction * len(structures)))
     return [structures[i] for i in order[n_valid:]], [structures[i] for i in order[:n_valid]]
+
+
+def stratified_split(
+    structures: Sequence[Structure], fraction: float, seed: int, keys: Sequence[str]
+) -> tuple[list[Structure], list[Structure]]:
+    """(train, valid) with each stratum (structures sharing the values of ``info[key]`` for every
+    key in ``keys``; a missing key is its own value) represented in the validation set in
+    proportion to its size: ``max(1, round(fraction * n))`` structures in all, each stratum's
+    ``fraction * n_stratum`` rounded by largest remainder (ties to the earlier stratum).
+    Strata are visited in sorted order of their values, each shuffled by one
+    ``default_rng(seed)``; both splits keep the file's order. A small random split of a file
+    that mixes kinds of configuration (ground states, strained cells, hot liquids) can hold
+    twice a kind's share of the file or none of it; this one holds each kind's share."""
+    if not keys:
+        return seeded_split(structures, fraction, seed)
+    strata: dict[tuple[str, ...], list[int]] = {}
+    for i, s in enumerate(structures):
+        strata.setdefault(tuple(repr(s.info.get(key)) for key in keys), []).append(i)
+    names = sorted(strata)
+    n_valid = max(1, round(fraction * len(structures)))
+    quotas = [fraction * len(strata[name]) for name in names]
+    counts = [int(q) for q in quotas]
+    by_remainder = sorted(range(len(names)), key=lambda k: (-(quotas[k] - counts[k]), k))
+    for k in by_remainder[: n_valid - sum(counts)]:
+        counts[k] += 1
+    rng = np.random.default_rng(seed)
+    valid_indices: set[int] = set()
+    for name, count in zip(names, counts, strict=True):
+        members = strata[name]
+        valid_indices.update(members[j] for j in rng.permutation(len(members))[:count])
+    return (
+        [s for i, s in enumerate(structures) if i not in valid_indices],
+        [s for i, s in enumerate(structures) if i in valid_indices],
+    )

@@ -19,6 +19,10 @@ data:
     - {path: data/mlearn/Si/training.json, weight: 1.0}
   valid: []                  # separate validation files; if empty, a split of train
   valid_fraction: 0.1        # seeded split of each training file
+  stratify_by: []            # structure info keys (e.g. [group, temperature_k] for mlearn
+                             # files, [config_type] for extxyz): each file's split takes
+                             # valid_fraction of every group of structures sharing their
+                             # values; empty: one seeded permutation of the file
   isolated_atoms: null       # extxyz of single atoms: E0s from it (else least squares)
 model:                       # with --init, the checkpoint's architecture (the run's log names the
                              # fields below that differ from it); only species_cutoffs,
@@ -127,6 +131,7 @@ class DataConfig:
     train: tuple[DataFile, ...]
     valid: tuple[DataFile, ...] = ()
     valid_fraction: float = 0.1
+    stratify_by: tuple[str, ...] = ()
     isolated_atoms: str | None = None
 
 
@@ -271,6 +276,10 @@ def _typed(value: Any, annotation: str, field: str) -> Any:
         if isinstance(value, list | tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             return tuple(value)
         raise ConfigError(f"{field}: expected a list of integers, got {value!r}")
+    if base == "tuple[str, ...]":
+        if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise ConfigError(f"{field}: expected a list of strings, got {value!r}")
     return tuple(value) if isinstance(value, list) else value
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from atomistic.data.convert import Structure
-from atomistic.data.datasets import read_labelled, seeded_split
+from atomistic.data.datasets import read_labelled, stratified_split
 from atomistic.training.config import ConfigError, TrainConfig
 from atomistic.training.loop import Trainer, TrainingConfig
 from atomistic.training.losses import LossWeights
@@ -26,15 +26,20 @@ from atomistic.training.statistics import (
 )
 
 
-def _read_files(files, seed: int, valid_fraction: float | None) -> tuple[list[Structure], list[Structure]]:
+def _read_files(
+    files, seed: int, valid_fraction: float | None, stratify_by: tuple[str, ...] = ()
+) -> tuple[list[Structure], list[Structure]]:
     """Read files with their loss weights (per term); split each one (seeded, the same generator state
-    for every file) when a fraction is given."""
+    for every file; stratified by the info keys ``stratify_by`` when given) when a fraction is given."""
     train, valid = [], []
     for entry in files:
         weights = {"loss_weight": entry.weight, **{f"loss_weight_{term}": w for term, w in entry.term_weights().items()}}
         structures = [dataclasses.replace(s, info={**s.info, **weights}) for s in read_labelled(entry.path)]
+        absent = [key for key in stratify_by if not any(key in s.info for s in structures)]
+        if valid_fraction and absent:
+            raise ConfigError(f"data.stratify_by: no structure of '{entry.path}' carries the info key(s) {absent}")
         if valid_fraction:
-            file_train, file_valid = seeded_split(structures, valid_fraction, seed)
+            file_train, file_valid = stratified_split(structures, valid_fraction, seed, stratify_by)
             train += file_train
             valid += file_valid
         else:
@@ -90,7 +95,7 @@ def model_options_overridden_by_init(config: TrainConfig, potential) -> list[str
 
 def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict[str, Any]]:
     data = config.data
-    train, valid = _read_files(data.train, config.seed, None if data.valid else data.valid_fraction)
+    train, valid = _read_files(data.train, config.seed, None if data.valid else data.valid_fraction, data.stratify_by)
     if data.valid:
         valid, _ = _read_files(data.valid, config.seed, None)
     # every element of the data, validation included: an element seen only there keeps its
