@@ -114,8 +114,9 @@ def main(argv: list[str] | None = None) -> None:
         table = ("| element | structures | energy MAE (meV/atom) | best published | force MAE (eV/Å) | best published | beats both? | stress MAE (GPa) |\n"
                  "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
         bar_text = ("Published: test-set MAE of GAP and MTP, Zuo et al., J. Phys. Chem. A 124, 731 (2020); "
-                    "the better of the two is shown. Ours are on a held-out 10 % split of the training files"
-                    + (f" (stratified by {', '.join(config.data.stratify_by)}: 10 % of each kind of configuration)" if config.data.stratify_by else "")
+                    f"the better of the two is shown. Ours are on a held-out {config.data.valid_fraction * 100:.0f} % split of the training files"
+                    + (f" (stratified by {', '.join(config.data.stratify_by)}: {config.data.valid_fraction * 100:.0f} % of each kind of configuration)"
+                       if config.data.stratify_by else "")
                     + ", not the official test sets.\n\n" + kind_table(predicted))
     else:
         table = ("| set | structures | energy RMSE (meV/molecule) | force RMSE (meV/Å) | energy MAE (meV/atom) | force MAE (eV/Å) |\n"
