@@ -111,12 +111,12 @@ def main(argv: list[str] | None = None) -> None:
         else:
             rows.append(f"| {group} | {m['n_structures']} | {m['energy_rmse_mev_per_structure']:.1f} | {m['force_rmse_mev_per_ang']:.1f} | {m['energy_mae_mev_per_atom']:.2f} | {m['force_mae_ev_per_ang']:.4f} |")
     if args.bar == "mlearn":
+        share = f"{config.data.valid_fraction * 100:.0f} %"
         table = ("| element | structures | energy MAE (meV/atom) | best published | force MAE (eV/Å) | best published | beats both? | stress MAE (GPa) |\n"
                  "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
         bar_text = ("Published: test-set MAE of GAP and MTP, Zuo et al., J. Phys. Chem. A 124, 731 (2020); "
-                    f"the better of the two is shown. Ours are on a held-out {config.data.valid_fraction * 100:.0f} % split of the training files"
-                    + (f" (stratified by {', '.join(config.data.stratify_by)}: {config.data.valid_fraction * 100:.0f} % of each kind of configuration)"
-                       if config.data.stratify_by else "")
+                    f"the better of the two is shown. Ours are on a held-out {share} split of the training files"
+                    + (f" (stratified by {', '.join(config.data.stratify_by)}: {share} of each kind of configuration)" if config.data.stratify_by else "")
                     + ", not the official test sets.\n\n" + kind_table(predicted))
     else:
         table = ("| set | structures | energy RMSE (meV/molecule) | force RMSE (meV/Å) | energy MAE (meV/atom) | force MAE (eV/Å) |\n"

@@ -35,10 +35,10 @@ def _read_files(
     for entry in files:
         weights = {"loss_weight": entry.weight, **{f"loss_weight_{term}": w for term, w in entry.term_weights().items()}}
         structures = [dataclasses.replace(s, info={**s.info, **weights}) for s in read_labelled(entry.path)]
-        absent = [key for key in stratify_by if not any(key in s.info for s in structures)]
-        if valid_fraction and absent:
-            raise ConfigError(f"data.stratify_by: no structure of '{entry.path}' carries the info key(s) {absent}")
         if valid_fraction:
+            absent = [key for key in stratify_by if not any(key in s.info for s in structures)]
+            if absent:
+                raise ConfigError(f"data.stratify_by: no structure of '{entry.path}' carries the info key(s) {absent}")
             file_train, file_valid = stratified_split(structures, valid_fraction, seed, stratify_by)
             train += file_train
             valid += file_valid
