@@ -58,18 +58,69 @@ def _kind_order(kind: str) -> tuple[str, int]:
     return name, int(temperature.removesuffix(" K")) if temperature else 0
 
 
-def kind_table(predicted: dict[str, list]) -> str:
-    """Held-out MAE by element, mlearn configuration kind (AIMD, elastic, surface, vacancy) and
-    MD temperature, from the (structure, prediction) pairs of each element."""
-    lines = ["| element | kind | structures | energy MAE (meV/atom) | force MAE (eV/Å) |", "|---|---|---|---|---|"]
+def kind_errors(predicted: dict[str, list]) -> list[tuple[str, str, int, float, float]]:
+    """Held-out (element, kind, structures, energy MAE meV/atom, force MAE eV/Å) per mlearn
+    configuration kind and MD temperature, from the (structure, prediction) pairs of each element."""
+    rows = []
     for element, pairs in predicted.items():
         kinds: dict[str, list] = {}
         for pair in pairs:
             kinds.setdefault(structure_kind(pair[0]), []).append(pair)
         for kind, members in sorted(kinds.items(), key=lambda item: _kind_order(item[0])):
             m = ErrorAccumulator.of(members).summary()
-            lines.append(f"| {element} | {kind} | {len(members)} | {m['energy_mae_mev_per_atom']:.2f} | {m['force_mae_ev_per_ang']:.3f} |")
+            rows.append((element, kind, len(members), m["energy_mae_mev_per_atom"], m["force_mae_ev_per_ang"]))
+    return rows
+
+
+def kind_table(predicted: dict[str, list]) -> str:
+    """Held-out MAE by element, mlearn configuration kind (AIMD, elastic, surface, vacancy) and
+    MD temperature, as a Markdown table."""
+    lines = ["| element | kind | structures | energy MAE (meV/atom) | force MAE (eV/Å) |", "|---|---|---|---|---|"]
+    lines += [f"| {element} | {kind} | {n} | {e:.2f} | {f:.3f} |" for element, kind, n, e, f in kind_errors(predicted)]
     return "\n".join(lines)
+
+
+def limits_text(species: str, encoder: dict, train: list, predicted: dict[str, list], measured: dict, bar: str) -> str:
+    """The card's known limits, from the model's own configuration, its training data and the
+    held-out errors measured for the card (nothing here is typed in by hand)."""
+    symbols = species.split()
+    cutoffs = encoder.get("species_cutoffs")
+    if cutoffs:
+        reach = ", ".join(f"{symbol} {radius:g} Å" for symbol, radius in zip(symbols, cutoffs, strict=True))
+        reach = f"cutoffs per element ({reach})"
+    else:
+        reach = f"a {encoder['cutoff']:g} Å cutoff"
+    depth = encoder.get("num_layers", 1)
+    lines = [
+        f"- Elements: {species} only; a structure with any other element is rejected with an error naming the element.",
+        f"- Short-ranged: {reach}, {depth} message-passing layers (receptive field {depth} × cutoff); no explicit "
+        "long-range electrostatics or dispersion beyond it.",
+    ]
+    by_source: dict[str, list] = {}
+    for structure in train:
+        by_source.setdefault(Path(structure.info["source"]).parent.name if bar == "mlearn" else Path(structure.info["source"]).name, []).append(structure)
+    coverage = []
+    for source, structures in sorted(by_source.items()):
+        kinds = sorted({str(s.info.get("group", "-")) for s in structures} - {"-"})
+        temperatures = [s.info["temperature_k"] for s in structures if s.info.get("temperature_k") is not None]
+        detail = [", ".join(kinds)] if kinds else []
+        detail += [f"MD snapshots {min(temperatures)}–{max(temperatures)} K"] if temperatures else []
+        coverage.append(f"{source} {len(structures)} structures" + (f" ({'; '.join(detail)})" if detail else ""))
+    lines.append(f"- Training data: {'; '.join(coverage)}. Outside these conditions (other phases, compositions, pressures "
+                 "or temperatures) its errors are not measured.")
+    if bar == "mlearn":
+        worst = sorted((row for row in kind_errors(predicted) if row[2] >= 2), key=lambda row: -row[4])[:3]
+        if worst:
+            lines.append("- Largest held-out force errors by kind (at least two structures): "
+                         + "; ".join(f"{element} {kind} {f:.3f} eV/Å ({n} structures)" for element, kind, n, _, f in worst) + ".")
+    else:
+        hot = [group for group in measured if "600 K" in group]
+        for group in hot:
+            m = measured[group]
+            lines.append(f"- Hotter than its training data, on {group}: force RMSE {m['force_rmse_mev_per_ang']:.1f} meV/Å, "
+                         f"energy RMSE {m['energy_rmse_mev_per_structure']:.1f} meV/molecule.")
+    lines.append("- Trained on 2 CPU cores; see the tables above for where it stands against published potentials.")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     manifest = json.loads((directory / "manifest.json").read_text())
     provenance = manifest["provenance"]
     config = config_from_dict(provenance["config"])
-    _, valid, _ = prepare(config)
+    train, valid, _ = prepare(config)
     potential = load_potential(directory, dtype="float64")
     by_source: dict[str, list] = {}
     for s in sorted(valid, key=lambda s: Path(s.info["source"]).parent.name):
@@ -151,9 +202,7 @@ Best validation epoch: {provenance["epoch"]}; trained {provenance["trained"]} on
 {bar_text}
 
 {f"## Training history{chr(10)}{args.note}{chr(10)}{chr(10)}" if args.note else ""}## Limits
-- Elements: {species} only.
-- Trained briefly on 2 CPU cores; see the table for where it stands against published potentials.
-"""
+{limits_text(species, encoder, train, predicted, measured, args.bar)}"""
     (directory / "MODEL_CARD.md").write_text(card)
     manifest["metrics"]["validation_by_group"] = measured
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")

@@ -40,5 +40,18 @@ def test_card_rows_are_the_validation_errors_per_element(tmp_path, capsys):
         assert row in card
     assert "## Training history\na fine-tune of nothing" in card
     assert "trained from scratch" in card
+    limits = card[card.index("## Limits"):]
+    assert "- Elements: Li Si only; a structure with any other element is rejected" in limits
+    train, _, _ = prepare(load_config(config))
+    for element in ("Li", "Si"):
+        count = sum(f"/{element}/" in s.info["source"] for s in train)
+        assert f"{element} {count} structures (" in limits  # the training data's size and kinds, per element
+    kind_rows = [line.split(" | ") for line in card.splitlines() if line.startswith(("| Li | ", "| Si | ")) and line.count("|") == 6]
+    repeated = [(float(row[4].rstrip(" |")), row[0].lstrip("| "), row[1], int(row[2])) for row in kind_rows if int(row[2]) >= 2]
+    if repeated:  # the worst kind seen at least twice is named first, with its force MAE from the kind table
+        force, element, kind, n = max(repeated)
+        assert f"(at least two structures): {element} {kind} {force:.3f} eV/Å ({n} structures)" in limits
+    else:
+        assert "Largest held-out force errors" not in limits
     manifest = json.loads((tmp_path / "out" / "card" / "manifest.json").read_text())
     assert set(manifest["metrics"]["validation_by_group"]) == {"Li", "Si"}
