@@ -97,8 +97,9 @@ def limits_text(species: str, encoder: dict, train: list, predicted: dict[str, l
         "long-range electrostatics or dispersion beyond it.",
     ]
     by_source: dict[str, list] = {}
-    for structure in train:
-        by_source.setdefault(Path(structure.info["source"]).parent.name if bar == "mlearn" else Path(structure.info["source"]).name, []).append(structure)
+    for structure in train:  # mlearn files are <element>/training.json: named by their directory
+        source = Path(structure.info["source"])
+        by_source.setdefault(source.parent.name if bar == "mlearn" else source.name, []).append(structure)
     coverage = []
     for source, structures in sorted(by_source.items()):
         kinds = sorted({str(s.info.get("group", "-")) for s in structures} - {"-"})
