@@ -28,7 +28,7 @@ def test_card_rows_are_the_validation_errors_per_element(tmp_path, capsys):
     card = (tmp_path / "out" / "card" / "MODEL_CARD.md").read_text()
     capsys.readouterr()
 
-    _, valid, _ = prepare(load_config(config))
+    train, valid, _ = prepare(load_config(config))
     potential = load_potential(tmp_path / "out" / "card", dtype="float64")
     for element, (bar_energy, bar_force) in (("Li", (0.49, 0.01)), ("Si", (2.21, 0.06))):
         members = [s for s in valid if f"/{element}/" in s.info["source"]]
@@ -42,7 +42,6 @@ def test_card_rows_are_the_validation_errors_per_element(tmp_path, capsys):
     assert "trained from scratch" in card
     limits = card[card.index("## Limits"):]
     assert "- Elements: Li Si only; a structure with any other element is rejected" in limits
-    train, _, _ = prepare(load_config(config))
     for element in ("Li", "Si"):
         count = sum(f"/{element}/" in s.info["source"] for s in train)
         assert f"{element} {count} structures (" in limits  # the training data's size and kinds, per element
