@@ -5,9 +5,12 @@ against the first run, and each run's best epoch.
     python scripts/compare_runs.py runs/organic_v2 runs/organic_v5 --epochs 6 21 50
     python scripts/compare_runs.py runs/mlearn_v2 runs/mlearn_v3 --every 10 --metric rmse
     python scripts/compare_runs.py runs/organic_v5 --atoms 15   # energies in meV per molecule
+    python scripts/compare_runs.py runs/mlearn_v19 runs/mlearn_v21 --source Ge  # one source folder
 
 Energies are meV/atom (meV per structure with ``--atoms N``), forces eV/Å; the numbers are the
-EMA-weight validation metrics the run logged, not a new evaluation.
+EMA-weight validation metrics the run logged, not a new evaluation. ``--source`` compares the
+metrics of one source folder of the validation set (``Ge`` for ``data/mlearn/Ge/…``), which a
+run logs where its validation set comes from more than one folder.
 """
 
 from __future__ import annotations
@@ -39,6 +42,22 @@ def read_metrics(run_dir: Path) -> tuple[dict[int, dict], float]:
         raise SystemExit(str(error)) from None
     latest = latest_epoch_records(records)
     return {epoch: record for epoch, record in latest.items() if "valid" in record}, training_hours(records)
+
+
+def one_source(records: dict[int, dict], source: str, run_dir: Path) -> dict[int, dict]:
+    """The records of the epochs that logged metrics for ``source``, with those as ``valid``."""
+    selected = {
+        epoch: record | {"valid": record["valid"]["by_source"][source]}
+        for epoch, record in records.items()
+        if source in record["valid"].get("by_source", {})
+    }
+    if not selected:
+        logged = sorted({name for record in records.values() for name in record["valid"].get("by_source", {})})
+        raise SystemExit(
+            f"{run_dir}: logs no validation metrics for source '{source}' "
+            + (f"(it logs {', '.join(logged)})" if logged else "(it logs none per source)")
+        )
+    return selected
 
 
 def errors(record: dict, metric: str, atoms: int) -> tuple[float, float]:
@@ -96,6 +115,7 @@ def main(argv=None) -> None:
     parser.add_argument("--epochs", nargs="+", type=int, help="epochs to compare (default: every --every epochs)")
     parser.add_argument("--every", type=int, default=25, help="epoch stride when --epochs is not given (default 25)")
     parser.add_argument("--metric", choices=["mae", "rmse"], default="mae")
+    parser.add_argument("--source", help="compare the validation metrics of this source folder only (e.g. Ge)")
     parser.add_argument("--atoms", type=int, default=1, help="multiply per-atom energies by this (meV per molecule)")
     args = parser.parse_args(argv)
     if args.every < 1 or args.atoms < 1:
@@ -105,6 +125,8 @@ def main(argv=None) -> None:
         records, run_hours = read_metrics(run_dir)
         if not records:
             parser.error(f"{run_dir}: {METRICS_LOG} holds no validated epochs yet")
+        if args.source is not None:
+            records = one_source(records, args.source, run_dir)
         if f"force_{args.metric}_ev_per_ang" not in next(iter(records.values()))["valid"]:
             parser.error(f"{run_dir}: logs no energy/force validation errors (a crystal-tensor run?)")
         name = run_dir.name if run_dir.name not in runs else str(run_dir)

@@ -21,7 +21,7 @@ from atomistic import load_potential  # noqa: E402
 from atomistic.data.datasets import read_labelled  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
 from atomistic.training.loop import METRICS_LOG, read_metrics_log, training_hours  # noqa: E402
-from atomistic.training.metrics import ErrorAccumulator  # noqa: E402
+from atomistic.training.metrics import ErrorAccumulator, source_group  # noqa: E402
 from atomistic.training.run import prepare  # noqa: E402
 
 MLEARN_BAR = {  # Zuo et al., J. Phys. Chem. A 124, 731 (2020): test-set MAE, best of GAP and MTP
@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     train, valid, _ = prepare(config)
     potential = load_potential(directory, dtype="float64")
     by_source: dict[str, list] = {}
-    for s in sorted(valid, key=lambda s: Path(s.info["source"]).parent.name):
-        by_source.setdefault(Path(s.info["source"]).parent.name, []).append(s)
+    for s in sorted(valid, key=source_group):
+        by_source.setdefault(source_group(s), []).append(s)
     if args.bar == "organic":  # never trained on: the 600 K set stands in for the 600 K test set
         by_source[TRANSFER_600K_LABEL] = read_labelled(ROOT / TRANSFER_600K)
     rows = []

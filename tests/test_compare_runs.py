@@ -65,3 +65,21 @@ def test_epochs_without_validation_are_skipped(tmp_path, capsys):
     assert "| 1 | - |" in out
     assert "| 2 | 8.00 / 0.1000 |" in out
     assert "every_other: 1 epochs validated (last 2, 0.02 h summed epoch time)" in out  # both epochs' time
+
+
+def test_one_source_compares_its_own_metrics_and_names_what_a_run_logs(tmp_path, capsys):
+    old = write_run(tmp_path / "old", [(1, 10.0, 0.2)])  # logged before per-source metrics existed
+    new = write_run(tmp_path / "new", [(1, 10.0, 0.2), (2, 8.0, 0.1)])
+    records = [json.loads(line) for line in (new / "metrics.jsonl").read_text().splitlines()]
+    records[1]["valid"]["by_source"] = {
+        "Ge": {"energy_mae_mev_per_atom": 3.0, "force_mae_ev_per_ang": 0.05},
+        "Mo": {"energy_mae_mev_per_atom": 13.0, "force_mae_ev_per_ang": 0.15},
+    }
+    (new / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    compare_runs.main([str(new), "--source", "Mo", "--epochs", "1", "2"])
+    out = capsys.readouterr().out
+    assert "| 1 | - |" in out and "| 2 | 13.00 / 0.1500 |" in out
+    with pytest.raises(SystemExit, match="no validation metrics for source 'Si' \\(it logs Ge, Mo\\)"):
+        compare_runs.main([str(new), "--source", "Si"])
+    with pytest.raises(SystemExit, match="logs no validation metrics for source 'Ge' \\(it logs none per source\\)"):
+        compare_runs.main([str(old), "--source", "Ge"])

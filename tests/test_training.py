@@ -57,6 +57,15 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert len(lines) == 2 and "valid" in json.loads(lines[-1])
     first, second = (json.loads(line) for line in lines)
     assert first["stage"] == 1 and {"energy", "forces", "stress"} <= set(first["train"])
+    # validation metrics per source folder (Li/, Si/), which together make up the pooled ones
+    valid = second["valid"]
+    by_source = valid["by_source"]
+    assert set(by_source) == {"Li", "Si"}
+    assert sum(group["n_structures"] for group in by_source.values()) == valid["n_structures"]
+    pooled = sum(group["n_structures"] * group["energy_mae_mev_per_atom"] for group in by_source.values())
+    assert pooled / valid["n_structures"] == pytest.approx(valid["energy_mae_mev_per_atom"], rel=1e-6)
+    assert min(g["force_mae_ev_per_ang"] for g in by_source.values()) <= valid["force_mae_ev_per_ang"]
+    assert valid["force_mae_ev_per_ang"] <= max(g["force_mae_ev_per_ang"] for g in by_source.values())
     # stage two trains on the stress term alone, at weight 2
     assert second["stage"] == 2 and set(second["train"]) == {"stress", "total"}
     assert second["train"]["total"] == pytest.approx(2.0 * second["train"]["stress"])
@@ -405,3 +414,26 @@ def test_training_hours_counts_each_epoch_once():
 def test_every_shipped_training_config_validates(path):
     config = load_config(path)
     assert all((ROOT / entry.path).exists() for entry in config.data.train), "a training file it names is missing"
+
+
+def test_validation_metrics_by_source_match_an_independent_evaluation(tmp_path):
+    from atomistic.data.datasets import read_labelled
+    from atomistic.training.loop import Trainer, TrainingConfig
+    from atomistic.training.metrics import evaluate, source_group
+
+    from .conftest import small_mace
+
+    potential = small_mace(max_ell=1, correlation=2, num_layers=1)
+    by_element = {element: read_labelled(DATA / "mlearn" / element / "training.json")[:3] for element in ("Li", "Si")}
+    valid = by_element["Li"] + by_element["Si"]
+    trainer = Trainer(potential, valid[:2], valid, TrainingConfig(epochs=1), tmp_path / "run")
+    metrics = trainer.evaluate(potential)
+    assert {source_group(s) for s in valid} == set(metrics["by_source"]) == {"Li", "Si"}
+    for element, structures in by_element.items():
+        expected = evaluate(potential, structures).summary()
+        measured = metrics["by_source"][element]
+        assert measured["n_structures"] == 3
+        for name in ("energy_mae_mev_per_atom", "energy_rmse_mev_per_atom", "force_mae_ev_per_ang", "force_rmse_ev_per_ang", "stress_mae_gpa"):
+            assert measured[name] == pytest.approx(expected[name], rel=1e-8, abs=1e-12), (element, name)
+    # one source: no breakdown
+    assert "by_source" not in trainer.evaluate(potential, trainer.valid_graphs[:3], ["Li"] * 3)

@@ -24,7 +24,7 @@ from atomistic.training.losses import (
     dataset_mean_weights,
     weighted_loss,
 )
-from atomistic.training.metrics import fnorm_key, tensor_metrics
+from atomistic.training.metrics import fnorm_key, source_group, tensor_metrics
 from atomistic.units import EV_PER_ANG3_TO_GPA
 
 
@@ -90,6 +90,26 @@ def _record_epoch(line: str) -> float:
         return math.inf
 
 
+def _energy_force_stress_metrics(
+    energy: torch.Tensor | None, forces: torch.Tensor | None, stress: torch.Tensor | None
+) -> dict[str, float]:
+    """MAE/RMSE of signed residuals: ``energy`` per atom (eV/atom → meV/atom), ``forces``
+    components (eV/Å), ``stress`` components (eV/Å³ → GPa); NaN where there are none."""
+
+    def reduce(x: torch.Tensor | None, power: int, scale: float) -> float:
+        if x is None or not x.numel():
+            return float("nan")
+        return float(x.abs().pow(power).mean().pow(1 / power) * scale)
+
+    return {
+        "energy_mae_mev_per_atom": reduce(energy, 1, 1000.0),
+        "energy_rmse_mev_per_atom": reduce(energy, 2, 1000.0),
+        "force_mae_ev_per_ang": reduce(forces, 1, 1.0),
+        "force_rmse_ev_per_ang": reduce(forces, 2, 1.0),
+        "stress_mae_gpa": reduce(stress, 1, EV_PER_ANG3_TO_GPA),
+    }
+
+
 class Trainer:
     """Trains ``potential`` on labelled structures; state lives in ``run_dir`` so a run can
     be resumed after interruption."""
@@ -113,6 +133,7 @@ class Trainer:
         }
         self.train_graphs = self._pre_batch(train)
         self.valid_graphs = self._pre_batch(valid)
+        self.valid_sources = [source_group(s) for s in valid]  # the group of each validation structure
         # the training set's mean loss weight per term: weight_normalisation "dataset"
         self.mean_weights = dataset_mean_weights(self.train_graphs, tuple(self.tensor_scales))
         self.n_train = len(train)
@@ -242,13 +263,18 @@ class Trainer:
         for p_ema, p in zip(self.ema.parameters(), self.potential.parameters(), strict=True):
             p_ema.mul_(decay).add_(p.detach(), alpha=1 - decay)
 
-    def evaluate(self, model=None, graphs=None) -> dict[str, float]:
+    def evaluate(self, model=None, graphs=None, sources: Sequence[str] | None = None) -> dict[str, Any]:
         """Validation metrics: energy/force MAE and RMSE (meV/atom, eV/Å), stress MAE (GPa),
-        and for each crystal-tensor head the metrics of :func:`~atomistic.training.metrics.tensor_metrics`."""
+        and for each crystal-tensor head the metrics of :func:`~atomistic.training.metrics.tensor_metrics`.
+        ``sources`` names the group of each graph (default: the validation structures'
+        :func:`~atomistic.training.metrics.source_group`); where there is more than one group,
+        ``by_source`` holds the energy/force/stress metrics of each (``{"Ge": {...}, ...}``)."""
         model = model if model is not None else self.ema
-        graphs = graphs if graphs is not None else self.valid_graphs
+        if graphs is None:
+            graphs, sources = self.valid_graphs, self.valid_sources
         model.eval()
-        e_err, f_err, s_err = [], [], []
+        structure_idx = torch.arange(len(graphs))
+        e_err, f_err, s_err = [], [], []  # (errors, index of their structure in graphs)
         tensor_pairs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {k: [] for k in self.tensor_scales}
         for k in range(0, len(graphs), 8):
             batch = self._collate(graphs[k : k + 8], self.device)
@@ -258,23 +284,29 @@ class Trainer:
                 pairs.append((out[key][has_t].detach(), batch[f"ref_{key}"][has_t]))
             if not model.has_energy:
                 continue
+            in_batch = structure_idx[k : k + 8]
             n = batch[keys.N_ATOMS].to(out[keys.ENERGY].dtype)
             has = batch["has_energy"]
-            e_err.append(((out[keys.ENERGY] - batch["ref_energy"]) / n)[has])
+            e_err.append((((out[keys.ENERGY] - batch["ref_energy"]) / n)[has].cpu(), in_batch[has.cpu()]))
             atom_has = batch["has_forces"][batch[keys.SYSTEM_IDX]]
-            f_err.append((out[keys.FORCES] - batch["ref_forces"])[atom_has].reshape(-1))
+            f_rows = (out[keys.FORCES] - batch["ref_forces"])[atom_has]
+            f_owner = in_batch[batch[keys.SYSTEM_IDX][atom_has].cpu()]
+            f_err.append((f_rows.reshape(-1).cpu(), f_owner.repeat_interleave(3)))
             has_s = batch["has_stress"] & torch.isfinite(out[keys.STRESS]).all(dim=(1, 2))
-            s_err.append((out[keys.STRESS] - batch["ref_stress"])[has_s].reshape(-1))
-        e, f, s = (torch.cat(x).abs() if x else torch.zeros(0) for x in (e_err, f_err, s_err))
-        metrics: dict[str, float] = {}
+            s_err.append(((out[keys.STRESS] - batch["ref_stress"])[has_s].reshape(-1).cpu(), in_batch[has_s.cpu()].repeat_interleave(9)))
+        metrics: dict[str, Any] = {}
         if model.has_energy:
-            metrics = {
-                "energy_mae_mev_per_atom": float(e.mean() * 1000) if e.numel() else float("nan"),
-                "energy_rmse_mev_per_atom": float((e**2).mean().sqrt() * 1000) if e.numel() else float("nan"),
-                "force_mae_ev_per_ang": float(f.mean()) if f.numel() else float("nan"),
-                "force_rmse_ev_per_ang": float((f**2).mean().sqrt()) if f.numel() else float("nan"),
-                "stress_mae_gpa": float(s.mean() * EV_PER_ANG3_TO_GPA) if s.numel() else float("nan"),
-            }
+            errors = [(torch.cat([x for x, _ in pieces]), torch.cat([i for _, i in pieces])) if pieces else None
+                      for pieces in (e_err, f_err, s_err)]
+            metrics = _energy_force_stress_metrics(*(None if x is None else x[0] for x in errors))
+            groups = sorted(set(sources)) if sources is not None else []
+            if len(groups) > 1:
+                group_of = np.asarray(sources)
+                metrics["by_source"] = {}
+                for group in groups:
+                    members = torch.from_numpy(np.flatnonzero(group_of == group))
+                    selected = [None if x is None else x[0][torch.isin(x[1], members)] for x in errors]
+                    metrics["by_source"][group] = _energy_force_stress_metrics(*selected) | {"n_structures": len(members)}
         for key, pairs in tensor_pairs.items():
             predicted = torch.cat([p for p, _ in pairs]).cpu().numpy()
             reference = torch.cat([r for _, r in pairs]).cpu().numpy()
@@ -359,14 +391,14 @@ class Trainer:
                 self.plateau_bad_epochs = 0
         return improved
 
-    def fit(self, on_best=None, log=print, stop_after_epochs: int | None = None, on_step=None) -> dict[str, float]:
+    def fit(self, on_best=None, log=print, stop_after_epochs: int | None = None, on_step=None) -> dict[str, Any]:
         """Train until ``config.epochs`` (or early stopping, the time budget, or
         ``stop_after_epochs`` more epochs in this call); state is saved after every epoch.
         ``on_step`` is passed to :meth:`train_epoch` (a live progress display)."""
         start = time.time()
         first_epoch = self.epoch
         metrics_path = self.run_dir / METRICS_LOG
-        last: dict[str, float] = {}
+        last: dict[str, Any] = {}
         while self.epoch < self.config.epochs:
             t0 = time.time()
             stage = 2 if self.in_stage_two else 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +16,13 @@ from atomistic.units import EV_PER_ANG3_TO_GPA
 TENSOR_METRIC_PREFIX = {keys.DIELECTRIC_TENSOR: "dielectric", keys.PIEZOELECTRIC_TENSOR: "piezoelectric", keys.ELASTIC_TENSOR: "elastic"}
 TENSOR_UNITS = {keys.DIELECTRIC_TENSOR: "", keys.PIEZOELECTRIC_TENSOR: "_c_per_m2", keys.ELASTIC_TENSOR: "_gpa"}
 EWT_THRESHOLDS = (0.25, 0.10, 0.05)
+
+
+def source_group(structure: Structure) -> str:
+    """The name a structure's validation metrics are grouped under: the folder of the file it
+    was read from (``data/mlearn/Ge/training.json`` → ``Ge``), ``-`` when its source is unknown."""
+    source = structure.info.get("source")
+    return (Path(str(source)).parent.name or "-") if source else "-"
 
 
 def fnorm_key(key: str) -> str:
