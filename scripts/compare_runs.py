@@ -5,7 +5,7 @@ against the first run, and each run's best epoch.
     python scripts/compare_runs.py runs/organic_v2 runs/organic_v5 --epochs 6 21 50
     python scripts/compare_runs.py runs/mlearn_v2 runs/mlearn_v3 --every 10 --metric rmse
     python scripts/compare_runs.py runs/organic_v5 --atoms 15   # energies in meV per molecule
-    python scripts/compare_runs.py runs/mlearn_v19 runs/mlearn_v21 --source Ge  # one source folder
+    python scripts/compare_runs.py runs/RUN_A runs/RUN_B --source Ge  # one validation source folder
 
 Energies are meV/atom (meV per structure with ``--atoms N``), forces eV/Å; the numbers are the
 EMA-weight validation metrics the run logged, not a new evaluation. ``--source`` compares the
