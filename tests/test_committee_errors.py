@@ -2,6 +2,7 @@
 
 import importlib.util
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,8 +31,8 @@ def test_committee_of_two_runs_on_one_split_and_refusal_of_another_split(tmp_pat
         "b": tiny_training_config(tmp_path, "b", epochs=1, extra="optimizer: {learning_rate: 0.002}"),
         "other_split": tiny_training_config(tmp_path, "other_split", epochs=1),
     }
-    text = open(runs["other_split"]).read().replace("seed: 3", "seed: 4")
-    open(runs["other_split"], "w").write(text)
+    other = Path(runs["other_split"])
+    other.write_text(other.read_text().replace("seed: 3", "seed: 4"))
     for config in runs.values():
         result = CliRunner().invoke(app, ["train", config])
         assert result.exit_code == 0, result.output

@@ -93,8 +93,8 @@ def _record_epoch(line: str) -> float:
 def _energy_force_stress_metrics(
     energy: torch.Tensor | None, forces: torch.Tensor | None, stress: torch.Tensor | None
 ) -> dict[str, float]:
-    """MAE/RMSE of signed residuals: ``energy`` per atom (eV/atom → meV/atom), ``forces``
-    components (eV/Å), ``stress`` components (eV/Å³ → GPa); NaN where there are none."""
+    """MAE/RMSE over every component of signed residuals: ``energy`` per atom (eV/atom →
+    meV/atom), ``forces`` (eV/Å), ``stress`` (eV/Å³ → GPa); NaN where there are none."""
 
     def reduce(x: torch.Tensor | None, power: int, scale: float) -> float:
         if x is None or not x.numel():
@@ -274,7 +274,9 @@ class Trainer:
             graphs, sources = self.valid_graphs, self.valid_sources
         model.eval()
         structure_idx = torch.arange(len(graphs))
-        e_err, f_err, s_err = [], [], []  # (errors, index of their structure in graphs)
+        # (residuals, index in graphs of each residual's structure): energies per structure [n],
+        # forces per atom [n_atoms, 3], stresses per structure [n, 3, 3]
+        e_err, f_err, s_err = [], [], []
         tensor_pairs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {k: [] for k in self.tensor_scales}
         for k in range(0, len(graphs), 8):
             batch = self._collate(graphs[k : k + 8], self.device)
@@ -289,11 +291,9 @@ class Trainer:
             has = batch["has_energy"]
             e_err.append((((out[keys.ENERGY] - batch["ref_energy"]) / n)[has].cpu(), in_batch[has.cpu()]))
             atom_has = batch["has_forces"][batch[keys.SYSTEM_IDX]]
-            f_rows = (out[keys.FORCES] - batch["ref_forces"])[atom_has]
-            f_owner = in_batch[batch[keys.SYSTEM_IDX][atom_has].cpu()]
-            f_err.append((f_rows.reshape(-1).cpu(), f_owner.repeat_interleave(3)))
+            f_err.append(((out[keys.FORCES] - batch["ref_forces"])[atom_has].cpu(), in_batch[batch[keys.SYSTEM_IDX][atom_has].cpu()]))
             has_s = batch["has_stress"] & torch.isfinite(out[keys.STRESS]).all(dim=(1, 2))
-            s_err.append(((out[keys.STRESS] - batch["ref_stress"])[has_s].reshape(-1).cpu(), in_batch[has_s.cpu()].repeat_interleave(9)))
+            s_err.append(((out[keys.STRESS] - batch["ref_stress"])[has_s].cpu(), in_batch[has_s.cpu()]))
         metrics: dict[str, Any] = {}
         if model.has_energy:
             errors = [(torch.cat([x for x, _ in pieces]), torch.cat([i for _, i in pieces])) if pieces else None
