@@ -166,11 +166,12 @@ def save_checkpoint(
 ) -> Path:
     """Write ``manifest.json`` and ``weights.safetensors`` for ``potential`` into ``directory``."""
     from atomistic import __version__
+    from atomistic.models.heads.energy import FLOAT64_BUFFERS
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     state = {
-        k: (v.detach().to(weights_dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
+        k: _saved_tensor(v, weights_dtype, float64=k.rsplit(".", 1)[-1] in FLOAT64_BUFFERS).contiguous().cpu()
         for k, v in potential.state_dict().items()
         if not is_derived_constant(k)
     }
@@ -204,6 +205,16 @@ def save_checkpoint(
     text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
     _replace_atomically(directory / MANIFEST, lambda path: path.write_text(text))
     return directory
+
+
+def _saved_tensor(tensor: torch.Tensor, weights_dtype: torch.dtype, *, float64: bool) -> torch.Tensor:
+    """A floating-point tensor as ``weights_dtype``, or as float64 where ``float64`` (the energy
+    heads' isolated-atom references, ``FLOAT64_BUFFERS``: float32 rounds them by up to 0.1 meV
+    per atom)."""
+    tensor = tensor.detach()
+    if not tensor.is_floating_point():
+        return tensor
+    return tensor.to(torch.float64 if float64 else weights_dtype)
 
 
 def _replace_atomically(target: Path, write) -> None:

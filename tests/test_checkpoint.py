@@ -137,3 +137,40 @@ def test_shipped_trained_models_physics(name, species):
     assert set(potential.atomic_numbers) == set(species)
     atoms = random_periodic_structure(species, n_atoms=6, seed=2, density=0.04)
     assert_potential_physics(potential, atoms, seed=2)
+
+
+# Acetylacetone-like isolated-atom references (eV): a molecule's total is thousands of eV,
+# where neighbouring float32 values lie ~1 meV apart.
+HEAVY_E0S = [-1026.8538996116154, -2037.796869412825, -3012.4471286421, -4099.12345678901]
+
+
+def test_float32_model_keeps_float64_references_and_totals(tmp_path):
+    """A float32 model sums its energies in float64 around exact float64 E0s: its totals agree
+    with the same weights in float64 to the network's float32 precision (~µeV here), not the
+    ~1 meV spacing of float32 numbers near −9000 eV; a float32 checkpoint keeps the E0s exact."""
+    potential = small_mace()
+    potential.heads["energy"].e0s.copy_(torch.tensor(HEAVY_E0S, dtype=torch.float64))
+    atoms = bulk("Mo", "bcc", 3.16, cubic=True).repeat((2, 1, 1))
+    atoms.rattle(0.05, seed=3)
+    (exact,) = potential.predict(atoms)
+    assert abs(exact["energy"]) > 8000
+
+    single = small_mace(dtype=torch.float32)
+    single.load_state_dict(potential.state_dict())
+    head = single.heads["energy"]
+    assert head.e0s.dtype == torch.float64 and head.scale.dtype == torch.float32
+    assert head.e0s.tolist() == HEAVY_E0S
+    (approx,) = single.predict(atoms)
+    assert approx["energy"] == pytest.approx(exact["energy"], abs=2e-5)
+    # the float64 total is not a float32 number (float32's grid near −10 000 eV is 1 meV)
+    assert float(np.float32(exact["energy"])) != exact["energy"]
+
+    save_checkpoint(single, tmp_path / "m")  # float32 weights
+    loaded = load_potential(tmp_path / "m", dtype="float32")
+    assert loaded.heads["energy"].e0s.tolist() == HEAVY_E0S
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["weights_dtype"] == "float32"
+    assert [manifest["e0s"][str(z)] for z in manifest["species"]] == HEAVY_E0S
+    (reloaded,) = loaded.predict(atoms)
+    assert reloaded["energy"] == pytest.approx(approx["energy"], abs=2e-5)  # kernel backend may differ
+    np.testing.assert_allclose(reloaded["forces"], approx["forces"], atol=1e-5)

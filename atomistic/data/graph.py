@@ -95,7 +95,9 @@ def _labels(structures: Sequence[Structure], dtype: torch.dtype) -> AtomicGraph:
     forces = [np.asarray(s.labels.get("forces", np.full((len(s), 3), np.nan))) for s in structures]
     stress = [np.asarray(s.labels.get("stress", np.full((3, 3), np.nan))) for s in structures]
     out = {
-        "ref_energy": torch.as_tensor(np.asarray(energy, dtype=np.float64), dtype=dtype),
+        # float64 whatever the model's dtype: total energies of thousands of eV lose ~1 meV in
+        # float32, and the model's energies are float64 too (heads.energy.reference_plus_network)
+        "ref_energy": torch.as_tensor(np.asarray(energy, dtype=np.float64), dtype=torch.float64),
         "ref_forces": torch.as_tensor(np.concatenate(forces), dtype=dtype),
         "ref_stress": torch.as_tensor(np.stack(stress), dtype=dtype),
     }

@@ -13,6 +13,34 @@ from atomistic import keys
 from atomistic.data.graph import AtomicGraph
 
 
+def reference_plus_network(e0s: torch.Tensor, network: torch.Tensor) -> torch.Tensor:
+    """Per-atom energies ``[n_atoms]`` (eV, float64) from the isolated-atom references
+    ``e0s [n_atoms]`` (float64, :class:`Float64References`) and the network's part
+    ``network [n_atoms]`` (the model's dtype).
+
+    The references are hundreds to thousands of eV per atom (C −1027, O −2038 eV in the
+    acetylacetone DFT) and a molecule's total thousands (−9391 eV), where float32 values are
+    spaced ~1 meV apart; the network's part is a few eV. Adding and summing in float64 keeps
+    a float32 model's totals exact to the network's own precision; forces and stress stay in
+    the model's dtype."""
+    return e0s.to(torch.float64) + network.to(torch.float64)
+
+
+FLOAT64_BUFFERS = ("e0s",)  # buffers kept and saved in float64 whatever the model's dtype
+
+
+class Float64References(torch.nn.Module):
+    """Keeps the ``e0s`` buffer (per-species isolated-atom energies, eV) in float64 when the
+    module is cast to another dtype (``.to(torch.float32)``, ``.float()``): float32 would round
+    C's −1027 eV by up to 0.06 meV and a molecule's reference by ~1 meV. Devices still follow."""
+
+    def _apply(self, fn, recurse=True):
+        e0s = self.e0s
+        super()._apply(fn, recurse)
+        self.e0s = e0s.to(device=self.scale.device)
+        return self
+
+
 def sum_per_system(atomic_energies: torch.Tensor, graph: AtomicGraph) -> torch.Tensor:
     """``[n_atoms]`` per-atom energies (eV) → ``[n_systems]`` total energies (eV)."""
     n_systems = graph[keys.N_ATOMS].shape[0]
@@ -20,7 +48,7 @@ def sum_per_system(atomic_energies: torch.Tensor, graph: AtomicGraph) -> torch.T
     return energy.index_add(0, graph[keys.SYSTEM_IDX], atomic_energies)
 
 
-class EnergyHead(torch.nn.Module):
+class EnergyHead(Float64References):
     """``E_i = E0[z_i] + shift + scale[z_i] · ε_i`` and ``E = Σ_i E_i`` per system.
 
     ``ε_i`` is a linear readout of the scalar (``0e``) features of every encoder layer plus a
@@ -28,7 +56,8 @@ class EnergyHead(torch.nn.Module):
     neighbours (zero features) has ``E_i = E0[z_i] + shift``.
 
     Reads: ``node_features_per_layer [n_atoms, n_layers, irreps_in.dim]``.
-    Writes: ``energies [n_atoms]`` eV, ``energy [n_systems]`` eV.
+    Writes: ``energies [n_atoms]`` eV, ``energy [n_systems]`` eV, both float64 (see
+    :func:`reference_plus_network`).
     """
 
     name = "energy"
@@ -63,10 +92,10 @@ class EnergyHead(torch.nn.Module):
             torch.nn.SiLU(),
             torch.nn.Linear(self.mlp_hidden, 1, bias=False),
         )
-        e0s = torch.zeros(num_species) if e0s is None else torch.as_tensor(list(e0s), dtype=torch.float64)
+        e0s = torch.zeros(num_species, dtype=torch.float64) if e0s is None else torch.as_tensor(list(e0s), dtype=torch.float64)
         if e0s.shape != (num_species,):
             raise ValueError(f"e0s needs one value per species ({num_species}), got {tuple(e0s.shape)}")
-        self.register_buffer("e0s", e0s.to(torch.get_default_dtype()))
+        self.register_buffer("e0s", e0s)  # float64 always (Float64References)
         # per-species scale of the readout, eV: one value for all (the data's force RMS) or
         # each element's own
         scale = torch.as_tensor(scale, dtype=torch.float64).expand(num_species).clone()
@@ -88,11 +117,11 @@ class EnergyHead(torch.nn.Module):
         scalars = features[:, :, self.scalar_index]  # [n_atoms, n_layers, n_scalars]
         readout = self.linear_readout(scalars.reshape(scalars.shape[0], -1)) + self.mlp_readout(scalars[:, -1])
         species = graph[keys.SPECIES_INDEX]
-        atomic_energies = self.e0s[species] + self.shift + self.scale[species] * readout.squeeze(-1)
+        atomic_energies = reference_plus_network(self.e0s[species], self.shift + self.scale[species] * readout.squeeze(-1))
         return {keys.ATOMIC_ENERGIES: atomic_energies, keys.ENERGY: sum_per_system(atomic_energies, graph)}
 
 
-class LinearEnergyHead(torch.nn.Module):
+class LinearEnergyHead(Float64References):
     """NequIP/SevenNet energy head: two linear maps of the last layer's features to a scalar
     ``ε_i``, then per-species scale and shift: ``E_i = shift[z_i] + scale[z_i] · ε_i``.
 
@@ -100,7 +129,8 @@ class LinearEnergyHead(torch.nn.Module):
     energy is not ``shift[z]``: ``isolated_atom_is_reference`` is False.
 
     Reads: ``node_features [n_atoms, irreps_in.dim]``.
-    Writes: ``energies [n_atoms]`` eV, ``energy [n_systems]`` eV.
+    Writes: ``energies [n_atoms]`` eV, ``energy [n_systems]`` eV, both float64 (see
+    :func:`reference_plus_network`).
     """
 
     name = "energy"
@@ -113,7 +143,7 @@ class LinearEnergyHead(torch.nn.Module):
         self.hidden = int(hidden if hidden is not None else self.irreps_in.dim // 2)
         self.readout_hidden = o3.Linear(self.irreps_in, o3.Irreps(f"{self.hidden}x0e"))
         self.readout_out = o3.Linear(o3.Irreps(f"{self.hidden}x0e"), o3.Irreps("1x0e"))
-        self.register_buffer("e0s", torch.zeros(num_species))  # per-species shift, eV
+        self.register_buffer("e0s", torch.zeros(num_species, dtype=torch.float64))  # per-species shift, eV
         self.register_buffer("scale", torch.ones(num_species))  # per-species scale, eV
         self.register_buffer("shift", torch.tensor(0.0))  # global shift (kept 0), eV
 
@@ -123,5 +153,5 @@ class LinearEnergyHead(torch.nn.Module):
     def forward(self, graph: AtomicGraph, outputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         readout = self.readout_out(self.readout_hidden(outputs[keys.NODE_FEATURES])).squeeze(-1)
         species = graph[keys.SPECIES_INDEX]
-        atomic_energies = self.e0s[species] + self.shift + self.scale[species] * readout
+        atomic_energies = reference_plus_network(self.e0s[species], self.shift + self.scale[species] * readout)
         return {keys.ATOMIC_ENERGIES: atomic_energies, keys.ENERGY: sum_per_system(atomic_energies, graph)}
