@@ -139,15 +139,15 @@ def test_shipped_trained_models_physics(name, species):
     assert_potential_physics(potential, atoms, seed=2)
 
 
-# Acetylacetone-like isolated-atom references (eV): a molecule's total is thousands of eV,
-# where neighbouring float32 values lie ~1 meV apart.
+# Heavy isolated-atom references (eV; the first two are acetylacetone's C and O): totals of
+# thousands of eV, where neighbouring float32 values lie 1-2 meV apart.
 HEAVY_E0S = [-1026.8538996116154, -2037.796869412825, -3012.4471286421, -4099.12345678901]
 
 
 def test_float32_model_keeps_float64_references_and_totals(tmp_path):
     """A float32 model sums its energies in float64 around exact float64 E0s: its totals agree
     with the same weights in float64 to the network's float32 precision (~µeV here), not the
-    ~1 meV spacing of float32 numbers near −9000 eV; a float32 checkpoint keeps the E0s exact."""
+    2 meV spacing of float32 numbers near its −16 400 eV; a float32 checkpoint keeps the E0s exact."""
     potential = small_mace()
     potential.heads["energy"].e0s.copy_(torch.tensor(HEAVY_E0S, dtype=torch.float64))
     atoms = bulk("Mo", "bcc", 3.16, cubic=True).repeat((2, 1, 1))
@@ -162,7 +162,7 @@ def test_float32_model_keeps_float64_references_and_totals(tmp_path):
     assert head.e0s.tolist() == HEAVY_E0S
     (approx,) = single.predict(atoms)
     assert approx["energy"] == pytest.approx(exact["energy"], abs=2e-5)
-    # the float64 total is not a float32 number (float32's grid near −10 000 eV is 1 meV)
+    # the float64 total is not a float32 number (float32's grid near −16 400 eV is 2 meV)
     assert float(np.float32(exact["energy"])) != exact["energy"]
 
     save_checkpoint(single, tmp_path / "m")  # float32 weights
