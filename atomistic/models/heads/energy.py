@@ -30,14 +30,16 @@ FLOAT64_BUFFERS = ("e0s",)  # buffers kept and saved in float64 whatever the mod
 
 
 class Float64References(torch.nn.Module):
-    """Keeps the ``e0s`` buffer (per-species isolated-atom energies, eV) in float64 when the
-    module is cast to another dtype (``.to(torch.float32)``, ``.float()``): float32 would round
-    C's −1027 eV by up to 0.06 meV and a molecule's reference by ~1 meV. Devices still follow."""
+    """Keeps the ``FLOAT64_BUFFERS`` (``e0s``: per-species isolated-atom energies, eV) in float64
+    when the module is cast to another dtype (``.to(torch.float32)``, ``.float()``): float32
+    would round C's −1027 eV by up to 0.06 meV and a molecule's reference by ~1 meV. Devices
+    still follow."""
 
     def _apply(self, fn, recurse=True):
-        e0s = self.e0s
+        kept = {name: getattr(self, name) for name in FLOAT64_BUFFERS}
         super()._apply(fn, recurse)
-        self.e0s = e0s.to(device=self.scale.device)
+        for name, value in kept.items():
+            setattr(self, name, value.to(device=self.scale.device))
         return self
 
 
