@@ -1,0 +1,110 @@
+"""Errors of checkpoints on a test file, split by whether each structure lies inside the
+training file's interatomic-distance support.
+
+A structure is outside the support when, for some pair of elements (A, B), its shortest A–B
+distance is shorter than the shortest A–B distance in any training structure: the model sees a
+compressed bond it was never fitted on and can only extrapolate its radial functions there.
+Hotter molecular-dynamics data (acetylacetone at 600 K against a 300 K training file) has a few
+such structures, and they carry most of a model's force RMSE on it.
+
+    python scripts/support_errors.py data/botnet/acac/train_300K.xyz \\
+        data/botnet/acac/train_600K.xyz checkpoints/organic docs/runs/organic_v8/best
+
+Prints, per checkpoint, energy RMSE (meV per structure) and force RMSE (meV/Å) on the whole
+test file, inside and outside the support, and the element pairs that put structures outside
+it. Float64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from atomistic import load_potential  # noqa: E402
+from atomistic.data import read_labelled  # noqa: E402
+from atomistic.data.convert import Structure  # noqa: E402
+
+
+def shortest_pair_distances(structure: Structure) -> dict[tuple[int, int], float]:
+    """``{(Z_a, Z_b): shortest distance, Å}`` over the structure's atom pairs, ``Z_a <= Z_b``.
+
+    Molecules only (no periodic images): the distances are between the listed positions."""
+    if structure.pbc.any():
+        raise ValueError("support_errors.py measures molecules; a periodic structure needs image distances")
+    positions, numbers = structure.positions, structure.numbers
+    distances = np.linalg.norm(positions[:, None, :] - positions[None, :, :], axis=-1)
+    shortest: dict[tuple[int, int], float] = {}
+    for i, j in itertools.combinations(range(len(numbers)), 2):
+        key = tuple(sorted((int(numbers[i]), int(numbers[j]))))
+        shortest[key] = min(shortest.get(key, np.inf), float(distances[i, j]))
+    return shortest
+
+
+def training_support(structures: list[Structure]) -> dict[tuple[int, int], float]:
+    """The shortest distance per element pair over all training structures, Å."""
+    support: dict[tuple[int, int], float] = {}
+    for structure in structures:
+        for key, value in shortest_pair_distances(structure).items():
+            support[key] = min(support.get(key, np.inf), value)
+    return support
+
+
+def outside_pairs(structure: Structure, support: dict[tuple[int, int], float]) -> list[tuple[int, int]]:
+    """The element pairs whose shortest distance in ``structure`` is below the training support
+    (a pair the training data never holds counts as outside)."""
+    return [key for key, value in shortest_pair_distances(structure).items() if value < support.get(key, np.inf)]
+
+
+def rmse(values: list[float]) -> float:
+    return float(np.sqrt(np.mean(np.square(values)))) if values else float("nan")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("training_file")
+    parser.add_argument("test_file")
+    parser.add_argument("checkpoints", nargs="+")
+    args = parser.parse_args(argv)
+    from ase.data import chemical_symbols
+
+    support = training_support(read_labelled(args.training_file))
+    test = read_labelled(args.test_file)
+    outside = [outside_pairs(s, support) for s in test]
+    n_out = sum(bool(o) for o in outside)
+    counts: dict[str, int] = {}
+    for pairs in outside:
+        for a, b in pairs:
+            name = f"{chemical_symbols[a]}–{chemical_symbols[b]} < {support[(a, b)]:.3f} Å"
+            counts[name] = counts.get(name, 0) + 1
+    print(f"{len(test)} test structures, {n_out} outside the training support ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items())) or 'none'})")
+    print("| checkpoint | E RMSE all / inside / outside (meV per structure) | F RMSE all / inside / outside (meV/Å) |")
+    print("|---|---|---|")
+    for checkpoint in args.checkpoints:
+        potential = load_potential(checkpoint, dtype="float64")
+        energy_errors: dict[str, list[float]] = {"all": [], "inside": [], "outside": []}
+        force_errors: dict[str, list[float]] = {"all": [], "inside": [], "outside": []}
+        for structure, prediction, pairs in zip(test, potential.predict(test, properties=["energy", "forces"]), outside, strict=True):
+            where = "outside" if pairs else "inside"
+            energy_error = 1000.0 * (float(prediction["energy"]) - float(structure.labels["energy"]))
+            force_error = 1000.0 * (np.asarray(prediction["forces"]) - np.asarray(structure.labels["forces"])).ravel()
+            for key in ("all", where):
+                energy_errors[key].append(energy_error)
+                force_errors[key].extend(force_error.tolist())
+        print(
+            f"| {checkpoint} | "
+            + " / ".join(f"{rmse(energy_errors[k]):.1f}" for k in ("all", "inside", "outside"))
+            + " | "
+            + " / ".join(f"{rmse(force_errors[k]):.1f}" for k in ("all", "inside", "outside"))
+            + " |"
+        )
+
+
+if __name__ == "__main__":
+    main()

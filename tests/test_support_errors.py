@@ -1,0 +1,64 @@
+"""scripts/support_errors.py: errors inside and outside a training file's distance support."""
+
+import importlib.util
+import re
+
+import ase.io
+import numpy as np
+import pytest
+
+from atomistic.data.convert import Structure
+from tests.paths import ROOT
+
+spec = importlib.util.spec_from_file_location("support_errors", ROOT / "scripts" / "support_errors.py")
+support_errors = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(support_errors)
+
+
+def molecule(symbols_positions):
+    numbers = np.array([{"H": 1, "O": 8}[s] for s, _ in symbols_positions])
+    positions = np.array([p for _, p in symbols_positions], dtype=float)
+    return Structure(numbers=numbers, positions=positions, cell=np.zeros((3, 3)), pbc=np.zeros(3, bool))
+
+
+def water(oh_1, oh_2):
+    return molecule([("O", (0.0, 0.0, 0.0)), ("H", (oh_1, 0.0, 0.0)), ("H", (0.0, oh_2, 0.0))])
+
+
+def test_shortest_distances_per_element_pair():
+    shortest = support_errors.shortest_pair_distances(water(0.97, 1.01))
+    assert shortest == pytest.approx({(1, 8): 0.97, (1, 1): np.hypot(0.97, 1.01)})
+
+
+def test_outside_the_support_is_a_shorter_bond_or_an_unseen_pair():
+    support = support_errors.training_support([water(0.96, 1.00), water(0.98, 0.99)])
+    assert support[(1, 8)] == pytest.approx(0.96)
+    assert support_errors.outside_pairs(water(0.97, 1.02), support) == []
+    assert support_errors.outside_pairs(water(0.90, 1.10), support) == [(1, 8)]  # H–H 1.45 Å: inside
+    oxygen_pair = molecule([("O", (0.0, 0.0, 0.0)), ("O", (1.2, 0.0, 0.0))])
+    assert support_errors.outside_pairs(oxygen_pair, support) == [(8, 8)]
+
+
+def test_periodic_structures_are_refused():
+    crystal = Structure(numbers=np.array([1]), positions=np.zeros((1, 3)), cell=np.eye(3) * 3.0, pbc=np.ones(3, bool))
+    with pytest.raises(ValueError, match="periodic"):
+        support_errors.shortest_pair_distances(crystal)
+
+
+def test_main_splits_the_rmse_into_inside_and_outside(tmp_path, capsys):
+    acac = ROOT / "data" / "botnet" / "acac"
+    ase.io.write(tmp_path / "train.xyz", ase.io.read(acac / "train_300K.xyz", ":"))
+    # frame 463 of the 600 K file holds an O-H bond (0.888 Å) shorter than any at 300 K
+    ase.io.write(tmp_path / "test.xyz", [ase.io.read(acac / "train_600K.xyz", i) for i in (0, 463)])
+    support_errors.main([str(tmp_path / "train.xyz"), str(tmp_path / "test.xyz"), str(ROOT / "checkpoints" / "organic")])
+    printed = capsys.readouterr().out
+    assert printed.startswith("2 test structures, ")
+    assert "H–O" in printed
+    row = next(line for line in printed.splitlines() if line.startswith(f"| {ROOT / 'checkpoints' / 'organic'}"))
+    energy, force = ([float(x) for x in re.findall(r"[0-9.]+|nan", cell)] for cell in row.split(" | ")[1:3])
+    n_outside = int(re.search(r"(\d+) outside", printed).group(1))
+    assert n_outside == 1  # frame 0 lies inside the whole 300 K file's support
+    # the whole-file RMSE pools the inside and outside ones (one structure each; printed rounding)
+    assert energy[0] ** 2 == pytest.approx((energy[1] ** 2 + energy[2] ** 2) / 2, rel=2e-2)
+    assert force[0] ** 2 == pytest.approx((force[1] ** 2 + force[2] ** 2) / 2, rel=2e-2)
+    assert force[2] > force[1]  # the compressed O-H bond is the larger error
