@@ -12,7 +12,8 @@ such structures, and they carry most of a model's force RMSE on it.
 
 Prints, per checkpoint, energy RMSE (meV per structure) and force RMSE (meV/Å) on the whole
 test file, inside and outside the support, and the element pairs that put structures outside
-it. Float64.
+it; with ``--worst N``, each checkpoint's N structures of highest force RMSE (their index in the
+test file and the pairs that put them outside). Float64.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("training_file")
     parser.add_argument("test_file")
     parser.add_argument("checkpoints", nargs="+")
+    parser.add_argument("--worst", type=int, default=0, help="list each checkpoint's N structures of highest force RMSE")
     args = parser.parse_args(argv)
     from ase.data import chemical_symbols
 
@@ -86,17 +88,23 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(test)} test structures, {n_out} outside the training support ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items())) or 'none'})")
     print("| checkpoint | E RMSE all / inside / outside (meV per structure) | F RMSE all / inside / outside (meV/Å) |")
     print("|---|---|---|")
+    worst_lines = []
     for checkpoint in args.checkpoints:
         potential = load_potential(checkpoint, dtype="float64")
         energy_errors: dict[str, list[float]] = {"all": [], "inside": [], "outside": []}
         force_errors: dict[str, list[float]] = {"all": [], "inside": [], "outside": []}
-        for structure, prediction, pairs in zip(test, potential.predict(test, properties=["energy", "forces"]), outside, strict=True):
+        per_structure: list[tuple[float, int]] = []
+        for index, (structure, prediction, pairs) in enumerate(zip(test, potential.predict(test, properties=["energy", "forces"]), outside, strict=True)):
             where = "outside" if pairs else "inside"
             energy_error = 1000.0 * (float(prediction["energy"]) - float(structure.labels["energy"]))
             force_error = 1000.0 * (np.asarray(prediction["forces"]) - np.asarray(structure.labels["forces"])).ravel()
+            per_structure.append((rmse(force_error.tolist()), index))
             for key in ("all", where):
                 energy_errors[key].append(energy_error)
                 force_errors[key].extend(force_error.tolist())
+        for force_rmse, index in sorted(per_structure, reverse=True)[: args.worst]:
+            pairs = ", ".join(f"{chemical_symbols[a]}–{chemical_symbols[b]}" for a, b in outside[index]) or "inside"
+            worst_lines.append(f"{checkpoint}: structure {index}: force RMSE {force_rmse:.1f} meV/Å ({pairs})")
         print(
             f"| {checkpoint} | "
             + " / ".join(f"{rmse(energy_errors[k]):.1f}" for k in ("all", "inside", "outside"))
@@ -104,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
             + " / ".join(f"{rmse(force_errors[k]):.1f}" for k in ("all", "inside", "outside"))
             + " |"
         )
+    if worst_lines:
+        print("\n".join(worst_lines))
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ def test_main_splits_the_rmse_into_inside_and_outside(tmp_path, capsys):
     ase.io.write(tmp_path / "train.xyz", ase.io.read(acac / "train_300K.xyz", ":"))
     # frame 463 of the 600 K file holds an O-H bond (0.888 Å) shorter than any at 300 K
     ase.io.write(tmp_path / "test.xyz", [ase.io.read(acac / "train_600K.xyz", i) for i in (0, 463)])
-    support_errors.main([str(tmp_path / "train.xyz"), str(tmp_path / "test.xyz"), str(ROOT / "checkpoints" / "organic")])
+    support_errors.main([str(tmp_path / "train.xyz"), str(tmp_path / "test.xyz"), str(ROOT / "checkpoints" / "organic"), "--worst", "1"])
     printed = capsys.readouterr().out
     assert printed.startswith("2 test structures, ")
     assert "H–O" in printed
@@ -62,3 +62,5 @@ def test_main_splits_the_rmse_into_inside_and_outside(tmp_path, capsys):
     assert energy[0] ** 2 == pytest.approx((energy[1] ** 2 + energy[2] ** 2) / 2, rel=2e-2)
     assert force[0] ** 2 == pytest.approx((force[1] ** 2 + force[2] ** 2) / 2, rel=2e-2)
     assert force[2] > force[1]  # the compressed O-H bond is the larger error
+    worst = [line for line in printed.splitlines() if ": structure " in line]
+    assert len(worst) == 1 and "structure 1: force RMSE" in worst[0] and "H–O" in worst[0]
