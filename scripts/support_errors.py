@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
     counts: dict[str, int] = {}
     for pairs in outside:
         for a, b in pairs:
-            name = f"{chemical_symbols[a]}–{chemical_symbols[b]} < {support[(a, b)]:.3f} Å"
+            bound = f"< {support[(a, b)]:.3f} Å" if (a, b) in support else "not in the training file"
+            name = f"{chemical_symbols[a]}–{chemical_symbols[b]} {bound}"
             counts[name] = counts.get(name, 0) + 1
     print(f"{len(test)} test structures, {n_out} outside the training support ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items())) or 'none'})")
     print("| checkpoint | E RMSE all / inside / outside (meV per structure) | F RMSE all / inside / outside (meV/Å) |")

@@ -39,6 +39,19 @@ def test_outside_the_support_is_a_shorter_bond_or_an_unseen_pair():
     assert support_errors.outside_pairs(oxygen_pair, support) == [(8, 8)]
 
 
+def test_a_pair_missing_from_the_training_file_is_named(tmp_path, capsys):
+    acac = ROOT / "data" / "botnet" / "acac"
+    hydrogen = ase.Atoms("H", positions=[[0.0, 0.0, 0.0]])
+    hydrogen.info["energy"] = -13.0
+    hydrogen.arrays["forces"] = np.zeros((1, 3))
+    ase.io.write(tmp_path / "train.xyz", [hydrogen])  # one atom: no pair at all
+    ase.io.write(tmp_path / "test.xyz", ase.io.read(acac / "train_600K.xyz", "0"))
+    support_errors.main([str(tmp_path / "train.xyz"), str(tmp_path / "test.xyz"), str(ROOT / "checkpoints" / "organic")])
+    printed = capsys.readouterr().out
+    assert printed.startswith("1 test structures, 1 outside")
+    assert "C–O not in the training file: 1" in printed
+
+
 def test_periodic_structures_are_refused():
     crystal = Structure(numbers=np.array([1]), positions=np.zeros((1, 3)), cell=np.eye(3) * 3.0, pbc=np.ones(3, bool))
     with pytest.raises(ValueError, match="periodic"):
