@@ -17,7 +17,7 @@ mace-torch cannot match it keeps at its own defaults: AMSGrad, a ReduceLROnPlate
 
 Prints energy RMSE (meV per molecule) and force RMSE (meV/Å) on the validation split and on the
 whole 600 K file (all / inside / outside the 300 K file's distance support), for the mace-torch
-model and any ``--compare`` checkpoints. Float64 evaluation. Re-running with the same WORK skips
+model (in its training dtype) and any ``--compare`` checkpoints (float64). Re-running with the same WORK skips
 the training when ``WORK/model.model`` exists.
 """
 
@@ -95,11 +95,12 @@ def train_command(config, python: Path, work: Path, epochs: int) -> list[str]:
     return command
 
 
-def mace_predictions(python: Path, model: Path, structures_path: Path, output: Path) -> list[dict]:
-    """Energies (eV) and forces (eV/Å) of the mace-torch model, float64, one dict per frame."""
+def mace_predictions(python: Path, model: Path, structures_path: Path, output: Path, dtype: str) -> list[dict]:
+    """Energies (eV) and forces (eV/Å) of the mace-torch model in its training dtype (a saved
+    mace-torch model does not evaluate in another), one dict per frame."""
     subprocess.run(
         [str(python.parent / "mace_eval_configs"), "--configs", str(structures_path), "--model", str(model),
-         "--output", str(output), "--default_dtype", "float64", "--device", "cpu"],
+         "--output", str(output), "--default_dtype", dtype, "--device", "cpu"],
         check=True, capture_output=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
     return [{"energy": a.info["MACE_energy"], "forces": a.arrays["MACE_forces"]} for a in ase.io.read(output, ":")]
@@ -142,15 +143,17 @@ def main() -> None:
         print("#", " ".join(command), flush=True)
         with open(work / "train.log", "a") as log:
             subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        produced = sorted(work.glob("model*.model"))
-        if not model.exists() and produced:
-            produced[0].rename(model)
+    # mace-torch saves the best first-stage model as model.model and, with a second stage, the
+    # best of that stage as model_stagetwo.model: the run's end, which atomistic's best-EMA
+    # checkpoint of the whole run corresponds to
+    if (work / "model_stagetwo.model").exists():
+        model = work / "model_stagetwo.model"
     hot = read_labelled(HOT_FILE)
     outside = [bool(outside_pairs(s, training_support(train + valid))) for s in hot]
     hot_path = work / "hot.xyz"
     write_split(hot, hot_path)
-    rows_valid = [error_row("mace-torch", valid, mace_predictions(python, model, work / "valid.xyz", work / "valid_pred.xyz"), None)]
-    rows_hot = [error_row("mace-torch", hot, mace_predictions(python, model, hot_path, work / "hot_pred.xyz"), outside)]
+    rows_valid = [error_row("mace-torch", valid, mace_predictions(python, model, work / "valid.xyz", work / "valid_pred.xyz", config.dtype), None)]
+    rows_hot = [error_row("mace-torch", hot, mace_predictions(python, model, hot_path, work / "hot_pred.xyz", config.dtype), outside)]
     for checkpoint in args.compare:
         potential = load_potential(checkpoint, dtype="float64")
         rows_valid.append(error_row(checkpoint, valid, potential.predict(valid, properties=["energy", "forces"]), None))
