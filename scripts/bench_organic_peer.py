@@ -149,7 +149,8 @@ def main() -> None:
     if (work / "model_stagetwo.model").exists():
         model = work / "model_stagetwo.model"
     hot = read_labelled(HOT_FILE)
-    outside = [bool(outside_pairs(s, training_support(train + valid))) for s in hot]
+    support = training_support(train + valid)
+    outside = [bool(outside_pairs(s, support)) for s in hot]
     hot_path = work / "hot.xyz"
     write_split(hot, hot_path)
     rows_valid = [error_row("mace-torch", valid, mace_predictions(python, model, work / "valid.xyz", work / "valid_pred.xyz", config.dtype), None)]
