@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_inference import ensure_mace_venv  # noqa: E402
-from support_errors import outside_pairs, rmse, training_support  # noqa: E402
+from support_errors import errors_by_support, outside_pairs, rmse_row, training_support  # noqa: E402
 
 from atomistic import load_potential  # noqa: E402
 from atomistic.data import read_labelled  # noqa: E402
@@ -108,16 +108,8 @@ def mace_predictions(python: Path, model: Path, structures_path: Path, output: P
 
 def error_row(name: str, structures, predictions, outside: list[bool] | None) -> str:
     """``| name | E RMSE | F RMSE |`` (meV per structure, meV/Å), split by support when given."""
-    groups: dict[str, tuple[list, list]] = {"all": ([], []), "inside": ([], []), "outside": ([], [])}
-    for k, (structure, prediction) in enumerate(zip(structures, predictions, strict=True)):
-        e = 1000.0 * (float(prediction["energy"]) - float(structure.labels["energy"]))
-        f = (1000.0 * (np.asarray(prediction["forces"]) - np.asarray(structure.labels["forces"]))).ravel().tolist()
-        keys = ["all"] if outside is None else ["all", "outside" if outside[k] else "inside"]
-        for key in keys:
-            groups[key][0].append(e)
-            groups[key][1].extend(f)
-    keys = ("all",) if outside is None else ("all", "inside", "outside")
-    return f"| {name} | " + " / ".join(f"{rmse(groups[k][0]):.1f}" for k in keys) + " | " + " / ".join(f"{rmse(groups[k][1]):.1f}" for k in keys) + " |"
+    groups, _ = errors_by_support(structures, predictions, outside)
+    return rmse_row(name, groups, ("all",) if outside is None else ("all", "inside", "outside"))
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from ase.data import chemical_symbols
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -67,6 +68,29 @@ def rmse(values: list[float]) -> float:
     return float(np.sqrt(np.mean(np.square(values)))) if values else float("nan")
 
 
+def errors_by_support(structures, predictions, outside: list | None) -> tuple[dict[str, tuple[list, list]], list[float]]:
+    """Residuals pooled by group: ``{"all" | "inside" | "outside": (energy errors, meV per
+    structure; force component errors, meV/Å)}`` (``outside``: a truthy entry per structure that
+    lies outside the support, or None for "all" alone), and each structure's force RMSE (meV/Å)."""
+    groups: dict[str, tuple[list, list]] = {"all": ([], []), "inside": ([], []), "outside": ([], [])}
+    per_structure_force_rmse = []
+    for k, (structure, prediction) in enumerate(zip(structures, predictions, strict=True)):
+        energy_error = 1000.0 * (float(prediction["energy"]) - float(structure.labels["energy"]))
+        force_error = (1000.0 * (np.asarray(prediction["forces"]) - np.asarray(structure.labels["forces"]))).ravel().tolist()
+        per_structure_force_rmse.append(rmse(force_error))
+        for key in ["all"] if outside is None else ["all", "outside" if outside[k] else "inside"]:
+            groups[key][0].append(energy_error)
+            groups[key][1].extend(force_error)
+    return groups, per_structure_force_rmse
+
+
+def rmse_row(name: str, groups: dict[str, tuple[list, list]], keys=("all", "inside", "outside")) -> str:
+    """``| name | E RMSE / ... | F RMSE / ... |`` over ``keys`` of :func:`errors_by_support`'s groups."""
+    energy = " / ".join(f"{rmse(groups[k][0]):.1f}" for k in keys)
+    force = " / ".join(f"{rmse(groups[k][1]):.1f}" for k in keys)
+    return f"| {name} | {energy} | {force} |"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("training_file")
@@ -74,8 +98,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("checkpoints", nargs="+")
     parser.add_argument("--worst", type=int, default=0, help="list each checkpoint's N structures of highest force RMSE")
     args = parser.parse_args(argv)
-    from ase.data import chemical_symbols
-
     support = training_support(read_labelled(args.training_file))
     test = read_labelled(args.test_file)
     outside = [outside_pairs(s, support) for s in test]
@@ -92,27 +114,11 @@ def main(argv: list[str] | None = None) -> None:
     worst_lines = []
     for checkpoint in args.checkpoints:
         potential = load_potential(checkpoint, dtype="float64")
-        energy_errors: dict[str, list[float]] = {"all": [], "inside": [], "outside": []}
-        force_errors: dict[str, list[float]] = {"all": [], "inside": [], "outside": []}
-        per_structure: list[tuple[float, int]] = []
-        for index, (structure, prediction, pairs) in enumerate(zip(test, potential.predict(test, properties=["energy", "forces"]), outside, strict=True)):
-            where = "outside" if pairs else "inside"
-            energy_error = 1000.0 * (float(prediction["energy"]) - float(structure.labels["energy"]))
-            force_error = 1000.0 * (np.asarray(prediction["forces"]) - np.asarray(structure.labels["forces"])).ravel()
-            per_structure.append((rmse(force_error.tolist()), index))
-            for key in ("all", where):
-                energy_errors[key].append(energy_error)
-                force_errors[key].extend(force_error.tolist())
-        for force_rmse, index in sorted(per_structure, reverse=True)[: args.worst]:
+        groups, force_rmse = errors_by_support(test, potential.predict(test, properties=["energy", "forces"]), outside)
+        for index in sorted(range(len(test)), key=lambda i: -force_rmse[i])[: args.worst]:
             pairs = ", ".join(f"{chemical_symbols[a]}–{chemical_symbols[b]}" for a, b in outside[index]) or "inside"
-            worst_lines.append(f"{checkpoint}: structure {index}: force RMSE {force_rmse:.1f} meV/Å ({pairs})")
-        print(
-            f"| {checkpoint} | "
-            + " / ".join(f"{rmse(energy_errors[k]):.1f}" for k in ("all", "inside", "outside"))
-            + " | "
-            + " / ".join(f"{rmse(force_errors[k]):.1f}" for k in ("all", "inside", "outside"))
-            + " |"
-        )
+            worst_lines.append(f"{checkpoint}: structure {index}: force RMSE {force_rmse[index]:.1f} meV/Å ({pairs})")
+        print(rmse_row(checkpoint, groups))
     if worst_lines:
         print("\n".join(worst_lines))
 
