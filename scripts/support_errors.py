@@ -13,7 +13,8 @@ such structures, and they carry most of a model's force RMSE on it.
 Prints, per checkpoint, energy RMSE (meV per structure) and force RMSE (meV/Å) on the whole
 test file, inside and outside the support, and the element pairs that put structures outside
 it; with ``--worst N``, each checkpoint's N structures of highest force RMSE (their index in the
-test file and the pairs that put them outside). Float64.
+test file and the pairs that put them outside); with ``--also-trained-on FILE``, the support is
+that of the training file and FILE together (a model trained on both). Float64.
 """
 
 from __future__ import annotations
@@ -97,8 +98,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("test_file")
     parser.add_argument("checkpoints", nargs="+")
     parser.add_argument("--worst", type=int, default=0, help="list each checkpoint's N structures of highest force RMSE")
+    parser.add_argument(
+        "--also-trained-on", action="append", default=[], metavar="FILE",
+        help="a further training file (e.g. an auxiliary molecule) whose distances join the support; repeatable",
+    )
     args = parser.parse_args(argv)
-    support = training_support(read_labelled(args.training_file))
+    support = training_support([s for path in [args.training_file, *args.also_trained_on] for s in read_labelled(path)])
     test = read_labelled(args.test_file)
     outside = [outside_pairs(s, support) for s in test]
     n_out = sum(bool(o) for o in outside)

@@ -77,3 +77,17 @@ def test_main_splits_the_rmse_into_inside_and_outside(tmp_path, capsys):
     assert force[2] > force[1]  # the compressed O-H bond is the larger error
     worst = [line for line in printed.splitlines() if ": structure " in line]
     assert len(worst) == 1 and "structure 1: force RMSE" in worst[0] and "H–O" in worst[0]
+
+
+def test_a_further_training_file_widens_the_support(tmp_path, capsys):
+    acac = ROOT / "data" / "botnet" / "acac"
+    ase.io.write(tmp_path / "train.xyz", ase.io.read(acac / "train_300K.xyz", ":"))
+    # frame 420's only compressed pair is its O-H bond, which the ethanol file (500 K MD) covers;
+    # frame 463 also holds an O...O distance no ethanol geometry has (one oxygen each)
+    ase.io.write(tmp_path / "test.xyz", [ase.io.read(acac / "train_600K.xyz", i) for i in (420, 463)])
+    args = [str(tmp_path / "train.xyz"), str(tmp_path / "test.xyz"), str(ROOT / "checkpoints" / "organic")]
+    support_errors.main(args)
+    assert capsys.readouterr().out.startswith("2 test structures, 2 outside the training support (H–O < 0.936 Å: 2, O–O")
+    support_errors.main([*args, "--also-trained-on", str(ROOT / "data" / "botnet" / "ethanol" / "train.xyz")])
+    printed = capsys.readouterr().out
+    assert printed.startswith("2 test structures, 1 outside the training support (O–O < 2.380 Å: 1)")

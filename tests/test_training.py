@@ -166,6 +166,45 @@ def test_stratify_by_is_checked_against_the_config_and_the_data(tmp_path):
     assert len(valid) == 4 and len(train) == 12  # 25 % of each 8-structure file
 
 
+def test_per_file_valid_fraction_and_max_structures(tmp_path):
+    config = load_config(_config(tmp_path, "files", extra=""))
+    li, si = config.data.train
+    # Si trains whole (an auxiliary file kept out of validation); Li keeps its 25 % split
+    aux = dataclasses.replace(config, data=dataclasses.replace(config.data, train=(li, dataclasses.replace(si, valid_fraction=0.0))))
+    train, valid, _ = prepare(aux)
+    assert len(valid) == 2 and all(set(s.numbers) == {3} for s in valid)
+    assert sum(set(s.numbers) == {14} for s in train) == 8
+    _, plain_valid, _ = prepare(config)  # Li's split does not depend on the other file's options
+    assert [s.positions.tolist() for s in valid] == [s.positions.tolist() for s in plain_valid if set(s.numbers) == {3}]
+    # a seeded subset of 5 of Si's 8 structures, in file order, before the split
+    subset = dataclasses.replace(config, data=dataclasses.replace(config.data, train=(li, dataclasses.replace(si, max_structures=5, valid_fraction=0.0))))
+    train, _, _ = prepare(subset)
+    kept = [s for s in train if set(s.numbers) == {14}]
+    everything = [s for s in prepare(aux)[0] if set(s.numbers) == {14}]
+    assert len(kept) == 5
+    positions = [s.positions.tolist() for s in everything]
+    order = [positions.index(s.positions.tolist()) for s in kept]
+    assert order == sorted(order) and prepare(subset)[0][-1].positions.tolist() == kept[-1].positions.tolist()
+    path = tmp_path / "bad.yaml"
+    for text, message in [
+        ("data: {train: [{path: a.json, valid_fraction: 1.0}]}", r"data.train\[0\].valid_fraction: must be null or in \[0, 1\)"),
+        ("data: {train: [{path: a.json, valid_fraction: 0.0}], valid_fraction: 0.0}", "data.valid_fraction: must be > 0"),
+        ("data: {train: [{path: a.json, valid_fraction: 0.0}]}", "data.valid_fraction: must be > 0"),
+        ("data: {train: [{path: a.json, valid_fraction: 0.2}], valid: [b.json]}", r"data.train\[0\].valid_fraction: applies only when data.valid is empty"),
+        ("data: {train: [a.json], valid: [{path: b.json, valid_fraction: 0.2}]}", r"data.valid\[0\].valid_fraction: a validation file is not split"),
+        ("data: {train: [{path: a.json, max_structures: 0}]}", r"data.train\[0\].max_structures: must be null or >= 1"),
+        ("data: {train: [{path: a.json, max_structures: 2.5}]}", r"data.train\[0\].max_structures: expected int"),
+    ]:
+        path.write_text(text + "\n")
+        with pytest.raises(ConfigError, match=message):
+            load_config(path)
+    path.write_text("data: {train: [a.json, {path: b.json, valid_fraction: 0.0}], valid_fraction: 0.0}\n")
+    with pytest.raises(ConfigError, match="data.valid_fraction: must be > 0"):
+        load_config(path)
+    path.write_text("data: {train: [{path: a.json, valid_fraction: 0.3}, {path: b.json, valid_fraction: 0.0}], valid_fraction: 0.0}\n")
+    assert [load_config(path).data.fraction_of(f) for f in load_config(path).data.train] == [0.3, 0.0]
+
+
 def test_config_errors_name_the_field(tmp_path):
     path = tmp_path / "bad.yaml"
     for extra, message in CONFIG_ERRORS:

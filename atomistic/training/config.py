@@ -15,7 +15,11 @@ batch_size: 4                # structures per optimisation step
 data:
   train:                     # extxyz or mlearn JSON files, each with a loss weight; the
                              # optional energy_weight / forces_weight / stress_weight replace
-                             # `weight` on that loss term for the file (null: `weight`)
+                             # `weight` on that loss term for the file (null: `weight`);
+                             # valid_fraction replaces data.valid_fraction for the file (0: all
+                             # of it trains, e.g. an auxiliary file kept out of model selection);
+                             # max_structures keeps a seeded random subset of the file (file
+                             # order kept; null: all of it)
     - {path: data/mlearn/Si/training.json, weight: 1.0}
   valid: []                  # separate validation files; if empty, a split of train
   valid_fraction: 0.1        # seeded split of each training file
@@ -116,6 +120,8 @@ class DataFile:
     energy_weight: float | None = None  # the file's weight on the energy term (null: weight)
     forces_weight: float | None = None
     stress_weight: float | None = None
+    valid_fraction: float | None = None  # this file's validation fraction (null: data.valid_fraction)
+    max_structures: int | None = None  # a seeded random subset of this many structures (null: all)
 
     def term_weights(self) -> dict[str, float]:
         """The file's loss weight per term, ``{"energy", "forces", "stress"}``: the term's own
@@ -133,6 +139,10 @@ class DataConfig:
     valid_fraction: float = 0.1
     stratify_by: tuple[str, ...] = ()
     isolated_atoms: str | None = None
+
+    def fraction_of(self, entry: DataFile) -> float:
+        """The validation fraction split off the training file ``entry``: its own, else ``valid_fraction``."""
+        return self.valid_fraction if entry.valid_fraction is None else entry.valid_fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,6 +363,17 @@ def _check(config: TrainConfig) -> TrainConfig:
             value = getattr(entry, f"{term}_weight")
             if value is not None and value < 0:
                 raise ConfigError(f"data.train[{k}].{term}_weight: must be null or >= 0")
+        if entry.valid_fraction is not None:
+            if config.data.valid:
+                raise ConfigError(f"data.train[{k}].valid_fraction: applies only when data.valid is empty (no split is made)")
+            if not 0.0 <= entry.valid_fraction < 1.0:
+                raise ConfigError(f"data.train[{k}].valid_fraction: must be null or in [0, 1)")
+    for section in ("train", "valid"):
+        for k, entry in enumerate(getattr(config.data, section)):
+            if entry.max_structures is not None and entry.max_structures < 1:
+                raise ConfigError(f"data.{section}[{k}].max_structures: must be null or >= 1")
+            if section == "valid" and entry.valid_fraction is not None:
+                raise ConfigError(f"data.valid[{k}].valid_fraction: a validation file is not split; remove it")
     heads = config.model.tensor_heads
     if not isinstance(heads, dict):
         raise ConfigError("model.tensor_heads: expected a mapping of output name to options")
@@ -373,8 +394,8 @@ def _check(config: TrainConfig) -> TrainConfig:
     config.model.species_cutoffs_by_number()  # raises ConfigError naming a bad entry
     if not config.model.energy_head and not heads:
         raise ConfigError("model: a model needs an energy head or at least one tensor head")
-    if not config.data.valid and config.data.valid_fraction == 0.0:
-        raise ConfigError("data.valid_fraction: must be > 0 when no data.valid files are given")
+    if not config.data.valid and not any(config.data.fraction_of(entry) > 0 for entry in config.data.train):
+        raise ConfigError("data.valid_fraction: must be > 0 (for the file, or some file's own) when no data.valid files are given")
     return config
 
 

@@ -29,17 +29,23 @@ from atomistic.training.statistics import (
 def _read_files(
     files, seed: int, valid_fraction: float | None, stratify_by: tuple[str, ...] = ()
 ) -> tuple[list[Structure], list[Structure]]:
-    """Read files with their loss weights (per term); split each one (seeded, the same generator state
-    for every file; stratified by the info keys ``stratify_by`` when given) when a fraction is given."""
+    """Read files with their loss weights (per term), each cut to its ``max_structures`` (a seeded
+    subset in file order); split each one (seeded, the same generator state for every file;
+    stratified by the info keys ``stratify_by`` when given) when a fraction is given: the file's own
+    ``valid_fraction`` when it has one, else ``valid_fraction``."""
     train, valid = [], []
     for entry in files:
         weights = {"loss_weight": entry.weight, **{f"loss_weight_{term}": w for term, w in entry.term_weights().items()}}
         structures = [dataclasses.replace(s, info={**s.info, **weights}) for s in read_labelled(entry.path)]
-        if valid_fraction:
+        if entry.max_structures is not None and entry.max_structures < len(structures):
+            keep = np.sort(np.random.default_rng(seed).choice(len(structures), entry.max_structures, replace=False))
+            structures = [structures[i] for i in keep]
+        file_fraction = valid_fraction if valid_fraction is None or entry.valid_fraction is None else entry.valid_fraction
+        if file_fraction:
             absent = [key for key in stratify_by if not any(key in s.info for s in structures)]
             if absent:
                 raise ConfigError(f"data.stratify_by: no structure of '{entry.path}' carries the info key(s) {absent}")
-            file_train, file_valid = stratified_split(structures, valid_fraction, seed, stratify_by)
+            file_train, file_valid = stratified_split(structures, file_fraction, seed, stratify_by)
             train += file_train
             valid += file_valid
         else:
