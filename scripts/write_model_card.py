@@ -101,7 +101,7 @@ def limits_text(species: str, encoder: dict, train: list, kinds: list[tuple[str,
     by_source: dict[str, list] = {}
     for structure in train:  # mlearn files are <element>/training.json: named by their directory
         source = Path(structure.info["source"])
-        by_source.setdefault(source.parent.name if bar == "mlearn" else source.name, []).append(structure)
+        by_source.setdefault(source.parent.name if bar == "mlearn" else f"{source.parent.name}/{source.name}", []).append(structure)
     coverage = []
     for source, structures in sorted(by_source.items()):
         groups = sorted({str(s.info.get("group", "-")) for s in structures} - {"-"})
