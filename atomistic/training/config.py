@@ -123,6 +123,10 @@ class DataFile:
     valid_fraction: float | None = None  # this file's validation fraction (null: data.valid_fraction)
     max_structures: int | None = None  # a seeded random subset of this many structures (null: all)
 
+    def split_fraction(self, default: float) -> float:
+        """The fraction of this file split off for validation: its own ``valid_fraction``, else ``default``."""
+        return default if self.valid_fraction is None else self.valid_fraction
+
     def term_weights(self) -> dict[str, float]:
         """The file's loss weight per term, ``{"energy", "forces", "stress"}``: the term's own
         weight where one is set, else ``weight``."""
@@ -142,7 +146,7 @@ class DataConfig:
 
     def fraction_of(self, entry: DataFile) -> float:
         """The validation fraction split off the training file ``entry``: its own, else ``valid_fraction``."""
-        return self.valid_fraction if entry.valid_fraction is None else entry.valid_fraction
+        return entry.split_fraction(self.valid_fraction)
 
 
 @dataclasses.dataclass(frozen=True)

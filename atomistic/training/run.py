@@ -40,7 +40,7 @@ def _read_files(
         if entry.max_structures is not None and entry.max_structures < len(structures):
             keep = np.sort(np.random.default_rng(seed).choice(len(structures), entry.max_structures, replace=False))
             structures = [structures[i] for i in keep]
-        file_fraction = valid_fraction if valid_fraction is None or entry.valid_fraction is None else entry.valid_fraction
+        file_fraction = None if valid_fraction is None else entry.split_fraction(valid_fraction)
         if file_fraction:
             absent = [key for key in stratify_by if not any(key in s.info for s in structures)]
             if absent:
