@@ -363,6 +363,33 @@ def test_change_species_cutoffs_keeps_the_unchanged_elements():
         change_species_cutoffs(potential, {8: 4.0})
 
 
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize(
+    ("shape", "options"),
+    [((2, 1, 3, 2), {}), ((3, 2, 3, 2), {}), ((2, 1, 2, 3), {"species_radial": True, "species_cutoffs": (4.0, 3.5, 4.0, 3.0)})],
+)
+def test_widen_channels_keeps_predictions(shape, options, backend):
+    from atomistic.testing import random_periodic_structure
+    from atomistic.training.transfer import widen_channels
+
+    from .conftest import small_mace
+
+    potential = small_mace(*shape, backend=backend, **options)
+    wide = widen_channels(potential, 9)
+    assert wide.encoder.config.channels == 9 and wide.metadata.backend == potential.metadata.backend
+    assert sum(p.numel() for p in wide.parameters()) > 2 * sum(p.numel() for p in potential.parameters())
+    structure = random_periodic_structure((3, 14, 32, 42), n_atoms=6, seed=2)
+    (a,), (b,) = potential.predict(structure), wide.predict(structure)
+    assert abs(a["energy"] - b["energy"]) < 1e-10
+    assert abs(a["forces"] - b["forces"]).max() < 1e-10 and abs(a["stress"] - b["stress"]).max() < 1e-12
+    # the new channels compute features; only the weights that read them start at zero
+    readout = wide.heads["energy"].linear_readout.weight.view(shape[3], 9)
+    assert torch.all(readout[:, 4:] == 0) and torch.all(readout[:, :4] != 0)
+    assert widen_channels(potential, 4) is potential
+    with pytest.raises(ValueError, match="cannot narrow"):
+        widen_channels(potential, 3)
+
+
 def _fine_tune_of_a_base_run(tmp_path, name: str, model_options: str):
     """Train the tiny config as ``base`` (once per ``tmp_path``), then fine-tune it with
     ``--init`` under ``name`` with ``model_options``; returns the CLI result."""
@@ -384,6 +411,23 @@ def test_init_with_species_cutoffs_changes_only_the_listed_elements(tmp_path):
     assert potential.encoder.config.avg_num_neighbors == load_potential(tmp_path / "out" / "base").encoder.config.avg_num_neighbors
     result = _fine_tune_of_a_base_run(tmp_path, "unknown", "species_cutoffs: {O: 3.0}")
     assert result.exit_code == 2 and "model.species_cutoffs" in result.output and "[8]" in result.output
+
+
+def test_init_with_widen_channels_trains_the_new_channels(tmp_path):
+    from atomistic.checkpoint import load_potential
+
+    result = _fine_tune_of_a_base_run(tmp_path, "widened", "widen_channels: 6")
+    assert result.exit_code == 0, result.output
+    assert "not used from the config" not in result.output  # widen_channels, not channels, sets the width
+    base = load_potential(tmp_path / "out" / "base", dtype=torch.float64)
+    widened = load_potential(tmp_path / "out" / "widened", dtype=torch.float64)
+    assert widened.encoder.config.channels == 6 and base.encoder.config.channels == 4
+    readout = widened.heads["energy"].linear_readout.weight.view(6)
+    assert torch.all(readout[4:] != 0)  # the zero-initialised weights that read new channels trained
+    result = _fine_tune_of_a_base_run(tmp_path, "narrower", "widen_channels: 2")
+    assert result.exit_code == 2 and "model.widen_channels" in result.output and "cannot narrow" in result.output
+    result = runner.invoke(app, ["train", _config(tmp_path, "fresh", epochs=1, model_options="widen_channels: 6")])
+    assert result.exit_code == 2 and "model.widen_channels" in result.output and "--init" in result.output
 
 
 def test_init_says_which_model_options_the_checkpoint_overrides(tmp_path):

@@ -30,7 +30,7 @@ data:
   isolated_atoms: null       # extxyz of single atoms: E0s from it (else least squares)
 model:                       # with --init, the checkpoint's architecture (the run's log names the
                              # fields below that differ from it); only species_cutoffs,
-                             # energy_head and tensor_heads act on it
+                             # widen_channels, energy_head and tensor_heads act on it
   encoder: mace              # the encoder; its fields below (see MACEConfig)
   cutoff: 5.0
   channels: 16
@@ -46,6 +46,9 @@ model:                       # with --init, the checkpoint's architecture (the r
                              # an a-b edge reaches (r_a + r_b) / 2; unlisted elements: `cutoff`;
                              # with --init, the listed elements of the checkpoint take the new
                              # cutoff and the others keep theirs (weights carried over)
+  widen_channels: null       # with --init: widen the checkpoint's encoder to this many channels,
+                             # keeping its function (weights that read the new channels start
+                             # at zero, the rest fresh); null: keep its width
   energy_mlp_hidden: 16
   energy_head: true          # energy head (forces, stress by autograd); false for tensor-only models
   per_species_scale: false   # energy readout scale per element (its own force RMS) instead of
@@ -163,6 +166,7 @@ class ModelConfig:
     radial_hidden: tuple[int, ...] = (32, 32)
     species_radial: bool = False
     species_cutoffs: dict[str, float] = dataclasses.field(default_factory=dict)
+    widen_channels: int | None = None
     energy_mlp_hidden: int = 16
     energy_head: bool = True
     per_species_scale: bool = False
@@ -396,6 +400,9 @@ def _check(config: TrainConfig) -> TrainConfig:
         if "pairs" in options and (not isinstance(options["pairs"], int) or options["pairs"] < 1):
             raise ConfigError(f"model.tensor_heads.{key}.pairs: must be an integer ≥ 1")
     config.model.species_cutoffs_by_number()  # raises ConfigError naming a bad entry
+    widen = config.model.widen_channels
+    if widen is not None and (isinstance(widen, bool) or not isinstance(widen, int) or widen < 1):
+        raise ConfigError(f"model.widen_channels: must be a number of channels ≥ 1 or null, got {widen!r}")
     if not config.model.energy_head and not heads:
         raise ConfigError("model: a model needs an energy head or at least one tensor head")
     if not config.data.valid and not any(config.data.fraction_of(entry) > 0 for entry in config.data.train):

@@ -89,6 +89,8 @@ def model_options_overridden_by_init(config: TrainConfig, potential) -> list[str
         return [f"encoder: {config.model.encoder} -> {encoder['name']}"]
     differences = []
     for field in INIT_FIXED_MODEL_FIELDS:
+        if field == "channels" and config.model.widen_channels is not None:
+            continue  # widen_channels sets the width
         ours, theirs = getattr(config.model, field), encoder["config"].get(field)
         ours = list(ours) if isinstance(ours, tuple) else ours  # as the architecture stores it
         if theirs is not None and ours != theirs:
@@ -172,6 +174,13 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
                 potential = change_species_cutoffs(potential, config.model.species_cutoffs_by_number())
             except ValueError as error:
                 raise ConfigError(f"model.species_cutoffs (with --init {init}): {error}") from None
+        if config.model.widen_channels is not None:  # more channels, the same function to start from
+            from atomistic.training.transfer import widen_channels
+
+            try:
+                potential = widen_channels(potential, config.model.widen_channels)
+            except ValueError as error:
+                raise ConfigError(f"model.widen_channels (with --init {init}): {error}") from None
         add_tensor_heads(potential, config, stats)
         for p in potential.parameters():
             p.requires_grad_(True)
@@ -179,7 +188,9 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
         potential.metadata.name = name
         return potential
     m = config.model
-    head_fields = ("encoder", "energy_mlp_hidden", "energy_head", "per_species_scale", "tensor_heads")
+    if m.widen_channels is not None:
+        raise ConfigError("model.widen_channels: widens the checkpoint given to --init; a new model takes model.channels")
+    head_fields = ("encoder", "energy_mlp_hidden", "energy_head", "per_species_scale", "tensor_heads", "widen_channels")
     encoder_options = {k: v for k, v in dataclasses.asdict(m).items() if k not in head_fields}
     encoder_options["species_cutoffs"] = species_cutoffs(config, stats["species"])
     encoder_config = MACEConfig(

@@ -1,6 +1,6 @@
 """Fine-tuning a trained MACE-class potential onto a changed model: new elements (its
-function on the old ones kept exactly; the new ones start from fresh weights) or new cutoffs
-for some elements (its function on the others kept).
+function on the old ones kept exactly; the new ones start from fresh weights), new cutoffs
+for some elements (its function on the others kept) or more channels (its function kept).
 """
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ import math
 from collections.abc import Mapping, Sequence
 
 import torch
+from e3nn import o3
 
 from atomistic.models.builders import build_potential
+from atomistic.nn.interaction import Interaction
+from atomistic.nn.product_basis import SpeciesPathWeights
 
 
 def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, float]):
@@ -129,3 +132,96 @@ def change_species_cutoffs(potential, cutoffs: Mapping[int, float]):
             target.copy_(source * factor if key.endswith("radial_mlp.layer0.weight") else source)
     changed.load_state_dict(new_state)
     return changed
+
+
+def widen_channels(potential, channels: int):
+    """A copy of ``potential`` (MACE-class encoder, energy head) with ``channels`` channels,
+    predicting exactly what ``potential`` predicts.
+
+    Every weight that maps old channels to old channels is carried over (rescaled for e3nn's
+    fan-in normalisation, which now counts the new inputs); the weights that read a new
+    channel start at zero and the weights that write one keep their fresh initialisation.
+    The new channels therefore compute features from the first step but contribute nothing
+    until training moves the zero weights, which get gradients at once (their inputs are not
+    zero). Channel-wise weights (convolution paths from the radial MLP, product-basis species
+    weights) of the new channels are fresh as well.
+    """
+    architecture = copy.deepcopy(potential.metadata.architecture)
+    if architecture["encoder"]["name"] != "mace":
+        raise ValueError("widening is implemented for the MACE-class encoder")
+    extra_heads = sorted(set(architecture["heads"]) - {"energy"})
+    if extra_heads:
+        raise ValueError(f"widening is implemented for the energy head alone; this model also has {extra_heads}")
+    encoder_config = architecture["encoder"]["config"]
+    old_channels = int(encoder_config["channels"])
+    if channels == old_channels:
+        return potential
+    if channels < old_channels:
+        raise ValueError(f"cannot narrow a model: it has {old_channels} channels, asked for {channels}")
+    encoder_config["channels"] = int(channels)
+    wide = _rebuilt(potential, architecture)
+    old_modules = dict(potential.named_modules())
+    old_state = potential.state_dict()
+    new_state = wide.state_dict()
+    done: set[str] = set()
+    with torch.no_grad():
+        for name, module in wide.named_modules():
+            if isinstance(module, o3.Linear | o3.TensorProduct) and module.weight.numel() > 0:
+                _widen_path_weights(old_modules[name], module, old_state[f"{name}.weight"], new_state[f"{name}.weight"])
+                done.add(f"{name}.weight")
+            elif isinstance(module, Interaction):
+                key = f"{name}.radial_mlp.layer{len(module.radial_mlp.hs) - 2}.weight"
+                _widen_radial_output(old_modules[name].spec, module.spec, old_state[key], new_state[key])
+                done.add(key)
+            elif isinstance(module, SpeciesPathWeights):
+                new_state[f"{name}.weights"][..., :old_channels] = old_state[f"{name}.weights"]
+                done.add(f"{name}.weights")
+        head = "heads.energy."
+        layers = int(encoder_config["num_layers"])
+        readout = new_state[head + "linear_readout.weight"].view(1, layers, channels)
+        readout.zero_()[..., :old_channels] = old_state[head + "linear_readout.weight"].view(1, layers, old_channels)
+        mlp_in = new_state[head + "mlp_readout.0.weight"]
+        mlp_in.zero_()[:, :old_channels] = old_state[head + "mlp_readout.0.weight"]
+        done |= {head + "linear_readout.weight", head + "mlp_readout.0.weight"}
+        for key, target in new_state.items():
+            if key in done or "._compiled_main" in key or key.endswith("output_mask"):
+                continue  # e3nn's output masks are derived from the (new) irreps
+            source = old_state[key]
+            if source.shape != target.shape:
+                raise ValueError(f"cannot carry '{key}' over: shape {tuple(source.shape)} -> {tuple(target.shape)}")
+            target.copy_(source)
+    wide.load_state_dict(new_state)
+    return wide
+
+
+def _widen_path_weights(old_module, new_module, source, target) -> None:
+    """e3nn ``Linear`` / ``TensorProduct`` weights, one ``path_shape`` block per instruction
+    (the last axis the output multiplicity, the others inputs): the old block goes into the
+    leading corner, times the ratio of the paths' normalisations; new inputs read zero."""
+    start_old = start_new = 0
+    for old, new in zip(old_module.instructions, new_module.instructions, strict=True):
+        if not getattr(new, "has_weight", True):
+            continue
+        size_old, size_new = math.prod(old.path_shape), math.prod(new.path_shape)
+        block_new = target[start_new : start_new + size_new].view(new.path_shape)
+        corner = tuple(slice(0, m) for m in old.path_shape)
+        fresh_outputs = block_new[..., old.path_shape[-1] :].clone()
+        block_new.zero_()
+        block_new[..., old.path_shape[-1] :] = fresh_outputs
+        block_new[corner] = source[start_old : start_old + size_old].view(old.path_shape) * (old.path_weight / new.path_weight)
+        start_old += size_old
+        start_new += size_new
+    if start_old != source.numel() or start_new != target.numel():
+        raise ValueError("unexpected weight layout while widening")
+
+
+def _widen_radial_output(old_spec, new_spec, source, target) -> None:
+    """The radial MLP's last layer ``[hidden, weight_numel]``: per convolution path, one
+    column per channel (edge multiplicity 1); old channels keep their columns."""
+    start_old = start_new = 0
+    for (i_old, j_old, _), (i_new, j_new, _) in zip(old_spec.paths, new_spec.paths, strict=True):
+        size_old = o3.Irreps(old_spec.irreps_node)[i_old].mul * o3.Irreps(old_spec.irreps_edge)[j_old].mul
+        size_new = o3.Irreps(new_spec.irreps_node)[i_new].mul * o3.Irreps(new_spec.irreps_edge)[j_new].mul
+        target[:, start_new : start_new + size_old] = source[:, start_old : start_old + size_old]
+        start_old += size_old
+        start_new += size_new
