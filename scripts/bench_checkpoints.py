@@ -4,36 +4,28 @@
 
 Loads each checkpoint (a shipped name such as ``organic`` or a directory) in float32, predicts
 energy and forces for the first ``--structures`` structures of ``--data`` as one call of
-``predict`` (after one warm-up call), and prints the best of ``--repeats`` wall times, the
-structures per second and each checkpoint's time as a ratio to the first's. Threads: torch's
-default (set ``OMP_NUM_THREADS`` to pin them).
+``predict`` (after one warm-up call), and prints the median of ``--repeats`` wall times
+(``_bench_common.time_step``), the structures per second, the peak memory growth and each
+checkpoint's time as a ratio to the first's. Threads: torch's default (set ``OMP_NUM_THREADS``
+to pin them).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def best_time(potential, structures, repeats: int) -> float:
-    """Best wall time (s) of ``repeats`` energy + forces predictions of ``structures``."""
-    potential.predict(structures[: min(len(structures), 8)])  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        potential.predict(structures, properties=["energy", "forces"])
-        times.append(time.perf_counter() - start)
-    return min(times)
+sys.path.insert(0, str(ROOT / "scripts"))
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    from _bench_common import time_step
+
     from atomistic.checkpoint import load_potential
     from atomistic.data.convert import read_structures
 
@@ -47,20 +39,22 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = []
     for name in args.checkpoints:
         potential = load_potential(name, dtype=torch.float32)
-        seconds = best_time(potential, structures, args.repeats)
+        seconds, peak_mb = time_step(lambda model=potential: model.predict(structures, properties=["energy", "forces"]), "cpu", args.repeats)
         rows.append({
             "checkpoint": name,
             "parameters": sum(p.numel() for p in potential.parameters()),
             "seconds": seconds,
+            "peak_mb": peak_mb,
         })
     print(f"{len(structures)} structures of {args.data}, energy + forces, float32, {torch.get_num_threads()} threads")
-    print("| checkpoint | parameters | best of repeats (s) | structures / s | time / first's |")
-    print("|---|---|---|---|---|")
+    print("| checkpoint | parameters | median of repeats (s) | structures / s | peak memory growth (MiB) | time / first's |")
+    print("|---|---|---|---|---|---|")
     for row in rows:
         row["ratio"] = row["seconds"] / rows[0]["seconds"]
         print(
             f"| {row['checkpoint']} | {row['parameters']} | {row['seconds']:.3f} | "
-            f"{len(structures) / row['seconds']:.1f} | {row['ratio']:.2f} |"
+            f"{len(structures) / row['seconds']:.1f} | {row['peak_mb'] if row['peak_mb'] is None else round(row['peak_mb'])} | "
+            f"{row['ratio']:.2f} |"
         )
     return rows
 
