@@ -22,7 +22,8 @@ def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, 
 
     Species-dependent weights (embedding, product-basis species weights, species-wise
     residuals, E0s) get the old species' values; e3nn's fan-in normalisation over the one-hot
-    species input is compensated, so predictions on old-element structures are unchanged.
+    species input is compensated (the same block walk as :func:`widen_channels`), so
+    predictions on old-element structures are unchanged.
     """
     old = tuple(potential.atomic_numbers)
     added = [int(z) for z in new_numbers if int(z) not in old]
@@ -39,22 +40,22 @@ def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, 
     if encoder_config.get("species_cutoffs") is not None:  # new elements see as far as the graph
         encoder_config["species_cutoffs"] = list(encoder_config["species_cutoffs"]) + [encoder_config["cutoff"]] * len(added)
     grown = _rebuilt(potential, architecture)
-    n_old, n_new = len(old), len(old) + len(added)
-    fan_in_factor = math.sqrt(n_new / n_old)  # e3nn normalises species-input weights by 1/sqrt(n_species)
+    n_old = len(old)
     old_state = potential.state_dict()
     new_state = grown.state_dict()
-    modules = dict(grown.named_modules())
+    old_modules, new_modules = dict(potential.named_modules()), dict(grown.named_modules())
     with torch.no_grad():
         for key, target in new_state.items():
             if "._compiled_main" in key or key not in old_state:
                 continue
             source = old_state[key]
-            if key == "encoder.embedding.weight":
-                target.view(n_new, -1)[:n_old] = source.view(n_old, -1) * fan_in_factor
+            if key == "encoder.embedding.weight" or key.endswith("residual.weight"):
+                # Linear(one-hot species) and FullyConnectedTensorProduct(h, one-hot species):
+                # the species axis grows, the new species' weights stay fresh
+                name = key.rsplit(".", 1)[0]
+                _widen_path_weights(old_modules[name], new_modules[name], source, target, zero_new_inputs=False)
             elif key.endswith(".weights") and ".weigh" in key:  # SpeciesWeightedSum [n_species, paths, C]
                 target[:n_old] = source
-            elif key.endswith("residual.weight"):
-                _copy_species_tensor_product(modules[key.rsplit(".", 1)[0]], source, target, n_old, n_new, fan_in_factor)
             elif key == "heads.energy.e0s":
                 target[:n_old] = source
                 target[n_old:] = torch.tensor([float(new_e0s[z]) for z in added], dtype=target.dtype)
@@ -77,18 +78,6 @@ def _rebuilt(potential, architecture):
     )
     rebuilt.metadata.provenance = dict(potential.metadata.provenance)
     return rebuilt
-
-
-def _copy_species_tensor_product(module, source, target, n_old, n_new, factor) -> None:
-    """FullyConnectedTensorProduct(h, one-hot species): per path ``[mul_h, n_species, mul_out]``."""
-    start_old = start_new = 0
-    for instruction in module.instructions:
-        mul1, _, mul_out = instruction.path_shape
-        size_old, size_new = mul1 * n_old * mul_out, mul1 * n_new * mul_out
-        block_old = source[start_old : start_old + size_old].view(mul1, n_old, mul_out)
-        target[start_new : start_new + size_new].view(mul1, n_new, mul_out)[:, :n_old] = block_old * factor
-        start_old += size_old
-        start_new += size_new
 
 
 def change_species_cutoffs(potential, cutoffs: Mapping[int, float]):
@@ -194,10 +183,13 @@ def widen_channels(potential, channels: int):
     return wide
 
 
-def _widen_path_weights(old_module, new_module, source, target) -> None:
+def _widen_path_weights(old_module, new_module, source, target, *, zero_new_inputs: bool = True) -> None:
     """e3nn ``Linear`` / ``TensorProduct`` weights, one ``path_shape`` block per instruction
-    (the last axis the output multiplicity, the others inputs): the old block goes into the
-    leading corner, times the ratio of the paths' normalisations; new inputs read zero."""
+    (the last axis the output multiplicity, the others inputs, e.g. ``[mul_h, n_species,
+    mul_out]``): the old block goes into the leading corner, times the ratio of the paths'
+    normalisations (e3nn's fan-in counts the grown axes). The weights that read a new input
+    are zeroed (``zero_new_inputs``) or keep their fresh values; those that write a new
+    output keep their fresh values."""
     start_old = start_new = 0
     for old, new in zip(old_module.instructions, new_module.instructions, strict=True):
         if not getattr(new, "has_weight", True):
@@ -205,9 +197,10 @@ def _widen_path_weights(old_module, new_module, source, target) -> None:
         size_old, size_new = math.prod(old.path_shape), math.prod(new.path_shape)
         block_new = target[start_new : start_new + size_new].view(new.path_shape)
         corner = tuple(slice(0, m) for m in old.path_shape)
-        fresh_outputs = block_new[..., old.path_shape[-1] :].clone()
-        block_new.zero_()
-        block_new[..., old.path_shape[-1] :] = fresh_outputs
+        if zero_new_inputs:
+            fresh_outputs = block_new[..., old.path_shape[-1] :].clone()
+            block_new.zero_()
+            block_new[..., old.path_shape[-1] :] = fresh_outputs
         block_new[corner] = source[start_old : start_old + size_old].view(old.path_shape) * (old.path_weight / new.path_weight)
         start_old += size_old
         start_new += size_new
