@@ -197,10 +197,8 @@ def _widen_path_weights(old_module, new_module, source, target, *, zero_new_inpu
         size_old, size_new = math.prod(old.path_shape), math.prod(new.path_shape)
         block_new = target[start_new : start_new + size_new].view(new.path_shape)
         corner = tuple(slice(0, m) for m in old.path_shape)
-        if zero_new_inputs:
-            fresh_outputs = block_new[..., old.path_shape[-1] :].clone()
-            block_new.zero_()
-            block_new[..., old.path_shape[-1] :] = fresh_outputs
+        if zero_new_inputs:  # old outputs read nothing from new inputs; new outputs stay fresh
+            block_new[..., : old.path_shape[-1]].zero_()
         block_new[corner] = source[start_old : start_old + size_old].view(old.path_shape) * (old.path_weight / new.path_weight)
         start_old += size_old
         start_new += size_new
