@@ -54,7 +54,7 @@ def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, 
                 # the species axis grows, the new species' weights stay fresh
                 name = key.rsplit(".", 1)[0]
                 _widen_path_weights(old_modules[name], new_modules[name], source, target, zero_new_inputs=False)
-            elif key.endswith(".weights") and ".weigh" in key:  # SpeciesWeightedSum [n_species, paths, C]
+            elif isinstance(new_modules.get(key.rsplit(".", 1)[0]), SpeciesPathWeights):  # [n_species, paths, C]
                 target[:n_old] = source
             elif key == "heads.energy.e0s":
                 target[:n_old] = source
