@@ -520,3 +520,28 @@ def test_validation_metrics_by_source_match_an_independent_evaluation(tmp_path):
             assert measured[name] == pytest.approx(expected[name], rel=1e-8, abs=1e-12), (element, name)
     # one source: no breakdown
     assert "by_source" not in trainer.evaluate(potential, trainer.valid_graphs[:3], ["Li"] * 3)
+
+
+def test_ema_and_optimizer_steps_match_their_per_tensor_formulas(tmp_path):
+    """The multi-tensor (foreach) AdamW step and EMA update give the per-tensor results."""
+    from atomistic.data.datasets import read_labelled
+    from atomistic.training.loop import Trainer, TrainingConfig
+
+    from .conftest import small_mace
+
+    potential = small_mace(max_ell=1, correlation=2, num_layers=1).double()
+    initial = [p.detach().clone() for p in potential.parameters()]
+    structures = read_labelled(DATA / "mlearn" / "Li" / "training.json")[:4]
+    trainer = Trainer(potential, structures, structures[:1], TrainingConfig(epochs=1, batch_size=4), tmp_path / "run")
+    trainer.train_epoch()  # one step: the batch is the whole training set
+
+    per_tensor = [p0.clone().requires_grad_() for p0 in initial]
+    for p_ref, p in zip(per_tensor, potential.parameters(), strict=True):
+        p_ref.grad = p.grad.detach().clone()
+    c = trainer.config
+    lr = trainer.optimizer.param_groups[0]["lr"]
+    torch.optim.AdamW(per_tensor, lr=lr, weight_decay=c.weight_decay, amsgrad=c.amsgrad, foreach=False).step()
+    decay = min(c.ema_decay, 1 / 10)  # the first step's
+    for p_ref, p, p0, p_ema in zip(per_tensor, potential.parameters(), initial, trainer.ema.parameters(), strict=True):
+        torch.testing.assert_close(p.detach(), p_ref.detach(), rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(p_ema, decay * p0 + (1 - decay) * p.detach(), rtol=1e-12, atol=1e-14)

@@ -141,8 +141,10 @@ class Trainer:
         self.train_names = [f"{s.info.get('source', '?')}#{s.info.get('frame', i)}" for i, s in enumerate(train)]
         self.worst_step: dict[str, Any] = {}  # the last epoch's highest-loss step, see train_epoch
         self.parameters = [p for p in potential.parameters() if p.requires_grad]
+        # foreach: one multi-tensor kernel per update term instead of one per parameter tensor
+        # (torch picks it only on CUDA by default; on CPU it also saves per-tensor dispatch)
         self.optimizer = torch.optim.AdamW(
-            self.parameters, lr=config.learning_rate, weight_decay=config.weight_decay, amsgrad=config.amsgrad
+            self.parameters, lr=config.learning_rate, weight_decay=config.weight_decay, amsgrad=config.amsgrad, foreach=True
         )
         self.device = potential.device
         self.ema = build_potential(
@@ -260,8 +262,10 @@ class Trainer:
     @torch.no_grad()
     def _update_ema(self) -> None:
         decay = min(self.config.ema_decay, (1 + self.step) / (10 + self.step))
-        for p_ema, p in zip(self.ema.parameters(), self.potential.parameters(), strict=True):
-            p_ema.mul_(decay).add_(p.detach(), alpha=1 - decay)
+        ema, live = list(self.ema.parameters()), list(self.potential.parameters())
+        if len(ema) != len(live):
+            raise RuntimeError(f"EMA model has {len(ema)} parameter tensors, the trained model {len(live)}")
+        torch._foreach_lerp_(ema, [p.detach() for p in live], 1 - decay)  # ema += (1 - decay) (p - ema)
 
     def evaluate(self, model=None, graphs=None, sources: Sequence[str] | None = None) -> dict[str, Any]:
         """Validation metrics: energy/force MAE and RMSE (meV/atom, eV/Å), stress MAE (GPa),
