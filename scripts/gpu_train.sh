@@ -9,6 +9,7 @@
 # set to what fits before the deadline, stage_two.start_epoch to the same fraction of it as in
 # the config, and the run resumes to its end. The sized config is runs/NAME/sized.yaml (the
 # run's config.json records it too). KERNEL_BACKEND (default: the config's) overrides `backend`.
+# ALLOW_CPU=1 lets it run without a CUDA device (a smoke test of the sizing with small configs).
 # Results: $OUT/NAME.tar.gz holds runs/NAME without its optimizer state (best checkpoint,
 # metrics log, configs, parity plots); $OUT/NAME.log is the training output.
 # The machine needs a CUDA build of torch; missing packages come from .whl/ when it exists (a
