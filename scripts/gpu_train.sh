@@ -24,7 +24,8 @@ MINUTES="${1:?usage: gpu_train.sh MINUTES NAME:INIT ...}"
 shift
 START=$(date +%s)
 DEADLINE=$((START + ${MINUTES%.*} * 60))
-RESERVE_S="${RESERVE_S:-25}"  # left at the end for the last validation, plots and the archives
+RESERVE_S="${RESERVE_S:-60}"  # left at the end for the last validation, plots and the archives (the
+# H200 call of 2026-12-04 with 25 s ended 48 s after its MINUTES; give the device call MINUTES + 1.5 min)
 OUT="${OUT:-gpu_train_out}"
 PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"
