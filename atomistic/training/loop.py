@@ -157,6 +157,10 @@ class Trainer:
         self.ema.load_state_dict(potential.state_dict())
         for p in self.ema.parameters():
             p.requires_grad_(False)
+        # the tensors _update_ema pairs (load_state_dict copies in place, so they stay these)
+        self._ema_tensors, self._live_tensors = list(self.ema.parameters()), list(potential.parameters())
+        if len(self._ema_tensors) != len(self._live_tensors):
+            raise RuntimeError(f"EMA model has {len(self._ema_tensors)} parameter tensors, the trained model {len(self._live_tensors)}")
         self.epoch = 0
         self.step = 0
         self.best_valid = math.inf
@@ -262,10 +266,7 @@ class Trainer:
     @torch.no_grad()
     def _update_ema(self) -> None:
         decay = min(self.config.ema_decay, (1 + self.step) / (10 + self.step))
-        ema, live = list(self.ema.parameters()), list(self.potential.parameters())
-        if len(ema) != len(live):
-            raise RuntimeError(f"EMA model has {len(ema)} parameter tensors, the trained model {len(live)}")
-        torch._foreach_lerp_(ema, [p.detach() for p in live], 1 - decay)  # ema += (1 - decay) (p - ema)
+        torch._foreach_lerp_(self._ema_tensors, self._live_tensors, 1 - decay)  # ema += (1 - decay) (p - ema)
 
     def evaluate(self, model=None, graphs=None, sources: Sequence[str] | None = None) -> dict[str, Any]:
         """Validation metrics: energy/force MAE and RMSE (meV/atom, eV/Å), stress MAE (GPa),
