@@ -166,6 +166,43 @@ def test_stratify_by_is_checked_against_the_config_and_the_data(tmp_path):
     assert len(valid) == 4 and len(train) == 12  # 25 % of each 8-structure file
 
 
+def test_info_weights_multiply_the_loss_weights_of_matching_training_structures(tmp_path):
+    config = load_config(_config(tmp_path, "info", extra=""))
+    plain_train, plain_valid, _ = prepare(config)
+    groups = sorted({s.info["group"] for s in plain_train})
+    temperatures = {s.info.get("temperature_k") for s in plain_train} - {None}
+    assert groups and temperatures, "the tiny files carry mlearn groups and MD temperatures"
+    group, temperature = groups[0], sorted(temperatures)[0]
+    # YAML reads an unquoted 300 as an int: values match as text, so 300 and "300" both apply
+    weights = {"group": {group: 4.0}, "temperature_k": {str(temperature): 0.5}}
+    weighted = dataclasses.replace(config, data=dataclasses.replace(config.data, info_weights=weights))
+    train, valid, _ = prepare(weighted)
+    assert [s.info["frame"] for s in valid] == [s.info["frame"] for s in plain_valid]  # the split is unchanged
+    factors = set()
+    for before, after in zip(plain_train, train, strict=True):
+        factor = (4.0 if before.info["group"] == group else 1.0) * (0.5 if before.info.get("temperature_k") == temperature else 1.0)
+        factors.add(factor)
+        for key in ("loss_weight", "loss_weight_energy", "loss_weight_forces", "loss_weight_stress"):
+            assert after.info[key] == pytest.approx(before.info[key] * factor), key
+    assert factors == {2.0, 4.0}  # both keys acted, and their factors multiplied
+
+
+@pytest.mark.parametrize(
+    ("info_weights", "message"),
+    [
+        ("[group]", "data.info_weights: expected a mapping"),
+        ("{group: Surface}", "data.info_weights.group: expected a non-empty mapping of value to factor, got 'Surface'"),
+        ("{group: {Surface: -1}}", "data.info_weights.group.Surface: the factor must be a number >= 0, got -1"),
+        ("{group: {Surface: heavy}}", "data.info_weights.group.Surface: the factor must be a number >= 0, got 'heavy'"),
+    ],
+)
+def test_info_weights_are_checked(tmp_path, info_weights, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"data: {{train: [a.json], info_weights: {info_weights}}}\n")
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
 def test_per_file_valid_fraction_and_max_structures(tmp_path):
     config = load_config(_config(tmp_path, "files", extra=""))
     li, si = config.data.train

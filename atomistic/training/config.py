@@ -27,6 +27,11 @@ data:
                              # files, [config_type] for extxyz): each file's split takes
                              # valid_fraction of every group of structures sharing their
                              # values; empty: one seeded permutation of the file
+  info_weights: {}           # loss-weight multipliers by structure info, e.g.
+                             #   {group: {Surface: 4.0}} (as MACE's config_type_weights): a
+                             # training structure whose info[key] equals a listed value has every
+                             # loss weight of its file multiplied by the factor (the factors of
+                             # several keys multiply); validation metrics stay unweighted
   isolated_atoms: null       # extxyz of single atoms: E0s from it (else least squares)
 model:                       # with --init, the checkpoint's architecture (the run's log names the
                              # fields below that differ from it); only species_cutoffs,
@@ -145,7 +150,18 @@ class DataConfig:
     valid: tuple[DataFile, ...] = ()
     valid_fraction: float = 0.1
     stratify_by: tuple[str, ...] = ()
+    info_weights: dict = dataclasses.field(default_factory=dict)  # {info key: {value: factor}}
     isolated_atoms: str | None = None
+
+    def info_factor(self, info: dict[str, Any]) -> float:
+        """The loss-weight multiplier of a structure with metadata ``info``: the product of the
+        ``info_weights`` factors whose key it carries with a listed value (values compared as text,
+        so ``300`` matches ``300`` and ``"300"``); 1 when none applies."""
+        factor = 1.0
+        for key, by_value in self.info_weights.items():
+            if key in info:
+                factor *= float({str(v): w for v, w in by_value.items()}.get(str(info[key]), 1.0))
+        return factor
 
     def fraction_of(self, entry: DataFile) -> float:
         """The validation fraction split off the training file ``entry``: its own, else ``valid_fraction``."""
@@ -376,6 +392,14 @@ def _check(config: TrainConfig) -> TrainConfig:
                 raise ConfigError(f"data.train[{k}].valid_fraction: applies only when data.valid is empty (no split is made)")
             if not 0.0 <= entry.valid_fraction < 1.0:
                 raise ConfigError(f"data.train[{k}].valid_fraction: must be null or in [0, 1)")
+    if not isinstance(config.data.info_weights, dict):
+        raise ConfigError("data.info_weights: expected a mapping of info key to {value: factor}")
+    for key, by_value in config.data.info_weights.items():
+        if not isinstance(by_value, dict) or not by_value:
+            raise ConfigError(f"data.info_weights.{key}: expected a non-empty mapping of value to factor, got {by_value!r}")
+        for value, factor in by_value.items():
+            if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 0:
+                raise ConfigError(f"data.info_weights.{key}.{value}: the factor must be a number >= 0, got {factor!r}")
     for section in ("train", "valid"):
         for k, entry in enumerate(getattr(config.data, section)):
             if entry.max_structures is not None and entry.max_structures < 1:

@@ -27,16 +27,20 @@ from atomistic.training.statistics import (
 
 
 def _read_files(
-    files, seed: int, valid_fraction: float | None, stratify_by: tuple[str, ...] = ()
+    files, seed: int, valid_fraction: float | None, stratify_by: tuple[str, ...] = (), info_factor=None
 ) -> tuple[list[Structure], list[Structure]]:
-    """Read files with their loss weights (per term), each cut to its ``max_structures`` (a seeded
-    subset in file order); split each one (seeded, the same generator state for every file;
-    stratified by the info keys ``stratify_by`` when given) when a fraction is given: the file's own
-    ``valid_fraction`` when it has one, else ``valid_fraction``."""
+    """Read files with their loss weights (per term; each multiplied by ``info_factor(info)`` of the
+    structure when given), each cut to its ``max_structures`` (a seeded subset in file order);
+    split each one (seeded, the same generator state for every file; stratified by the info keys
+    ``stratify_by`` when given) when a fraction is given: the file's own ``valid_fraction`` when
+    it has one, else ``valid_fraction``."""
     train, valid = [], []
     for entry in files:
         weights = {"loss_weight": entry.weight, **{f"loss_weight_{term}": w for term, w in entry.term_weights().items()}}
-        structures = [dataclasses.replace(s, info={**s.info, **weights}) for s in read_labelled(entry.path)]
+        structures = []
+        for s in read_labelled(entry.path):
+            factor = 1.0 if info_factor is None else info_factor(s.info)
+            structures.append(dataclasses.replace(s, info={**s.info, **{k: w * factor for k, w in weights.items()}}))
         if entry.max_structures is not None and entry.max_structures < len(structures):
             keep = np.sort(np.random.default_rng(seed).choice(len(structures), entry.max_structures, replace=False))
             structures = [structures[i] for i in keep]
@@ -103,7 +107,9 @@ def model_options_overridden_by_init(config: TrainConfig, potential) -> list[str
 
 def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict[str, Any]]:
     data = config.data
-    train, valid = _read_files(data.train, config.seed, None if data.valid else data.valid_fraction, data.stratify_by)
+    train, valid = _read_files(
+        data.train, config.seed, None if data.valid else data.valid_fraction, data.stratify_by, data.info_factor
+    )
     if data.valid:
         valid, _ = _read_files(data.valid, config.seed, None)
     # every element of the data, validation included: an element seen only there keeps its
