@@ -162,6 +162,13 @@ def ours_worker(spec: dict) -> None:
         print(json.dumps({"case": case, "atoms": n_atoms, "seconds": seconds, "peak_mb": peak}), flush=True)
 
 
+def peer_environment() -> dict[str, str]:
+    """The environment of every process of the mace-torch virtualenv: ours without PYTHONPATH,
+    which may put the project's own packages (e3nn of another version than mace-torch pins;
+    scripts/gpu_env.sh puts wheels there) ahead of the virtualenv's, and without warnings."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONWARNINGS": "ignore"}
+
+
 def ensure_mace_venv(path: Path, system_site_packages: bool) -> Path:
     """The mace-torch virtualenv (built on first use): same torch version as ours."""
     python = path / "bin" / "python"
@@ -173,15 +180,18 @@ def ensure_mace_venv(path: Path, system_site_packages: bool) -> Path:
         venv_args.insert(3, "--system-site-packages")
     subprocess.run(venv_args, check=True)
     pip = [str(python), "-m", "pip", "install", "-q"]
-    has_torch = subprocess.run([str(python), "-c", "import torch"], capture_output=True).returncode == 0
+    env = peer_environment()
+    has_torch = subprocess.run([str(python), "-c", "import torch"], capture_output=True, env=env).returncode == 0
     if not has_torch:
-        subprocess.run([*pip, f"torch=={torch.__version__.split('+')[0]}"], check=True)
-    subprocess.run([*pip, MACE_PEER_VERSION], check=True)
+        subprocess.run([*pip, f"torch=={torch.__version__.split('+')[0]}"], check=True, env=env)
+    subprocess.run([*pip, MACE_PEER_VERSION], check=True, env=env)
     return python
 
 
-def _run_worker(command: list[str]) -> dict[str, dict]:
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+def _run_worker(command: list[str], env: dict[str, str] | None = None) -> dict[str, dict]:
+    """Run a benchmark worker (``env``: default ours, without warnings); its JSON lines by case."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"} if env is None else env
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -217,7 +227,7 @@ def bench_mace(args) -> None:
             spec_path = Path(tmp) / f"spec-{dtype}.json"
             spec_path.write_text(json.dumps(spec))
             ours = _run_worker([sys.executable, __file__, "_ours", str(spec_path)])
-            peer = _run_worker([str(peer_python), str(ROOT / "scripts" / "mace_peer.py"), str(spec_path)])
+            peer = _run_worker([str(peer_python), str(ROOT / "scripts" / "mace_peer.py"), str(spec_path)], peer_environment())
             for case in cases:
                 o, p = ours[case], peer[case]
                 results.append(

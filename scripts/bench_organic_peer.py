@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_inference import ensure_mace_venv  # noqa: E402
+from bench_inference import ensure_mace_venv, peer_environment  # noqa: E402
 from support_errors import errors_by_support, outside_pairs, rmse_row, training_support  # noqa: E402
 
 from atomistic import load_potential  # noqa: E402
@@ -101,7 +100,7 @@ def mace_predictions(python: Path, model: Path, structures_path: Path, output: P
     subprocess.run(
         [str(python.parent / "mace_eval_configs"), "--configs", str(structures_path), "--model", str(model),
          "--output", str(output), "--default_dtype", dtype, "--device", "cpu"],
-        check=True, capture_output=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        check=True, capture_output=True, env=peer_environment(),
     )
     return [{"energy": a.info["MACE_energy"], "forces": a.arrays["MACE_forces"]} for a in ase.io.read(output, ":")]
 
@@ -134,7 +133,7 @@ def main() -> None:
         command = train_command(config, python, work, args.epochs or config.epochs)
         print("#", " ".join(command), flush=True)
         with open(work / "train.log", "a") as log:
-            subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+            subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env=peer_environment())
     # mace-torch saves the best first-stage model as model.model and, with a second stage, the
     # best of that stage as model_stagetwo.model: the run's end, which atomistic's best-EMA
     # checkpoint of the whole run corresponds to

@@ -7,33 +7,24 @@
 #   3. the largest bulk Si system that fits for one energy + forces step.
 # Results go to ${OUT:-gpu_check_out}/ (log + JSON).
 #
-# The machine needs a CUDA build of torch. Missing packages are installed from wheels in .whl/
-# when that folder exists (a GPU machine without internet), else from the package index:
-#   project: e3nn ase vesin safetensors typer rich pyyaml pymatgen (+ deps), pytest
-#   kernels: cuequivariance cuequivariance-torch cuequivariance-ops-torch-cu13 (or -cu12), triton
-#   peer:    mace-torch==0.3.16 e3nn==0.4.4 torch-ema matscipy prettytable opt-einsum-fx (built
-#            into .venv-mace on top of the system torch)
+# The machine needs a CUDA build of torch. Packages it lacks come as wheels (scripts/gpu_env.sh),
+# on a GPU machine without internet:
+#   .whl/       project: e3nn ase vesin safetensors typer rich pyyaml, pytest; kernels:
+#               cuequivariance cuequivariance-torch cuequivariance-ops-torch-cu13 (or -cu12), triton
+#   .whl-peer/  peer: mace-torch==0.3.16 e3nn==0.4.4 torch-ema matscipy prettytable opt-einsum-fx
+#               (built into .venv-mace on top of the system torch)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu_check_out}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 LOG="$OUT/gpu_check.log"
-PY="${PYTHON:-python3}"
-
-pip_install() {
-    if [ -d .whl ]; then
-        "$PY" -m pip install -q --no-index --find-links .whl "$@"
-    else
-        "$PY" -m pip install -q "$@"
-    fi
-}
+source scripts/gpu_env.sh || exit 1
 
 {
     echo "# gpu_check $(date -u +%FT%TZ)"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
     "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
-    "$PY" -c "import atomistic" 2>/dev/null || pip_install --no-deps -e . || export PYTHONPATH="$PWD:${PYTHONPATH:-}"
     for module in cuequivariance_torch triton pytest ase vesin e3nn; do
         "$PY" -c "import $module" 2>/dev/null || echo "# missing python module: $module"
     done

@@ -12,9 +12,9 @@
 # ALLOW_CPU=1 lets it run without a CUDA device (a smoke test of the sizing with small configs).
 # Results: $OUT/NAME.tar.gz holds runs/NAME without its optimizer state (best checkpoint,
 # metrics log, configs, parity plots); $OUT/NAME.log is the training output.
-# The machine needs a CUDA build of torch; missing packages come from .whl/ when it exists (a
-# machine without internet: ase, vesin and e3nn for the organic configs; the mlearn JSON files are
-# read through pymatgen, so mlearn configs need pymatgen and monty too).
+# The machine needs a CUDA build of torch; missing packages come from .whl/ when it exists
+# (scripts/gpu_env.sh; on a machine without internet: ase, vesin and e3nn for the organic configs;
+# the mlearn JSON files are read through pymatgen, so mlearn configs need pymatgen and monty too).
 # On a GPU a training step of small structures costs its ~2 700 operator launches rather than its
 # arithmetic (about 120 ms at batch 4 on an H200 beside two other runs, for 128 and 256 channels
 # alike; docs/benchmarks.md, "Training on a GPU"): configs meant for one use larger batches.
@@ -27,14 +27,9 @@ DEADLINE=$((START + ${MINUTES%.*} * 60))
 RESERVE_S="${RESERVE_S:-60}"  # left at the end for the last validation, plots and the archives (the
 # H200 call of 2026-12-04 with 25 s ended 48 s after its MINUTES; give the device call MINUTES + 1.5 min)
 OUT="${OUT:-gpu_train_out}"
-PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"
 mkdir -p "$OUT"
-if [ -d .whl ] && ls .whl/*.whl > /dev/null 2>&1; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
-fi
-"$PY" -c "import atomistic" 2>/dev/null || export PYTHONPATH="$PWD:${PYTHONPATH:-}"
+source scripts/gpu_env.sh || exit 1
 "$PY" -c "import torch; assert torch.cuda.is_available() or '${ALLOW_CPU:-}', 'no CUDA device'; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu')" || exit 1
 
 size_config() {  # size_config NAME EPOCHS|keep: write runs/NAME/sized.yaml
