@@ -14,7 +14,12 @@
 # metrics log, configs, parity plots); $OUT/NAME.log is the training output.
 # The machine needs a CUDA build of torch; missing packages come from .whl/ when it exists
 # (scripts/gpu_env.sh; on a machine without internet: ase, vesin and e3nn for the organic configs;
-# the mlearn JSON files are read through pymatgen, so mlearn configs need pymatgen and monty too).
+# the mlearn JSON files are read through pymatgen, so mlearn configs need pymatgen-core, monty,
+# ruamel.yaml and orjson too: the four wheels, 4.9 MB, are all that reading them imports beyond
+# numpy, scipy, sympy, networkx, pandas, matplotlib, requests, tabulate, joblib and tqdm, checked
+# in a virtualenv holding only those). A device call carries at most 64 MiB of working tree with
+# the wheels; the tracked files are 62 MB, 27 MB of them the earlier models' weights in docs/runs,
+# which training does not read: move docs/runs aside for the call when the wheels do not fit.
 # On a GPU a training step of small structures costs its ~2 700 operator launches rather than its
 # arithmetic (about 120 ms at batch 4 on an H200 beside two other runs, for 128 and 256 channels
 # alike; docs/benchmarks.md, "Training on a GPU"): configs meant for one use larger batches.
