@@ -1,18 +1,23 @@
 """Training-step speed of the kernel backends, measured in the same run.
 
-    python scripts/bench_train_step.py [--channels 16 32] [--backends e3nn reference cpu] [--repeats 3] [--profile]
+    python scripts/bench_train_step.py [--channels 16 32] [--backends e3nn reference cpu] [--repeats 3] [--profile] [--count-ops]
 
 One optimisation step's forward and backward with an energy + forces + stress loss (forces
 and stress come from a first derivative, the loss backward is the second) on four mlearn Si
 structures (252 atoms), float32, for a MACE-class model of each channel count (l <= 2 edge
 harmonics at 16 channels, l <= 3 above). Prints seconds per step per backend and the speed-up
 of each backend over the first one; ``--profile`` adds the torch.profiler table of each
-backend's step at the last channel count (where training time goes).
+backend's step at the last channel count (where training time goes); ``--count-ops`` the
+number of compute operators one step dispatches (views and metadata operators left out), in
+the forward pass with its force and stress derivatives and in the loss backward, and the
+commonest: on a GPU each is a kernel launch, and at small sizes their count, not their
+arithmetic, sets the step time.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
 from pathlib import Path
 
@@ -22,12 +27,44 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+def count_step_operators(potential, graph) -> tuple[dict[str, int], collections.Counter]:
+    """Compute operators dispatched by one training-like step (see ``energy_forces_stress_step``):
+    ``({"forward": n, "backward": n}, Counter of operator names over both)``. View operators
+    (``OpOverload.is_view``) and a few pure-metadata ones are not counted."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    skipped = {"detach", "alias", "lift_fresh", "_unsafe_view", "empty", "empty_like"}
+
+    class OperatorCount(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names: collections.Counter = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.overloadpacket.__name__
+            if not func.is_view and name not in skipped:
+                self.names[name] += 1
+            return func(*args, **(kwargs or {}))
+
+    totals, names = {}, collections.Counter()
+    with OperatorCount() as forward:
+        out = potential(graph, compute_forces=True, compute_stress=True, training=True)
+        loss = out["energy"].pow(2).sum() + out["forces"].pow(2).sum() + out["stress"].pow(2).sum()
+    with OperatorCount() as backward:
+        loss.backward()
+    for phase, counter in (("forward", forward), ("backward", backward)):
+        totals[phase] = sum(counter.names.values())
+        names.update(counter.names)
+    return totals, names
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--channels", type=int, nargs="+", default=[16, 32])
     parser.add_argument("--backends", nargs="+", default=["e3nn", "reference", "cpu"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--count-ops", action="store_true", help="count the operators one step dispatches")
     args = parser.parse_args()
 
     from _bench_common import energy_forces_stress_step, time_step
@@ -51,6 +88,11 @@ def main() -> None:
             graph = build_graph(structures, potential.cutoff, potential.species, dtype=torch.float32)
             step = energy_forces_stress_step(potential, graph)
 
+            if args.count_ops:
+                totals, names = count_step_operators(potential, graph)
+                common = ", ".join(f"{name} {n}" for name, n in names.most_common(8))
+                print(f"# operators per step: {backend}, {channels} channels: forward {totals['forward']}, "
+                      f"loss backward {totals['backward']}; commonest: {common}", flush=True)
             seconds[backend], _ = time_step(step, "cpu", args.repeats)
             if args.profile and channels == args.channels[-1]:
                 from torch.profiler import ProfilerActivity, profile
