@@ -185,6 +185,14 @@ def test_info_weights_multiply_the_loss_weights_of_matching_training_structures(
         for key in ("loss_weight", "loss_weight_energy", "loss_weight_forces", "loss_weight_stress"):
             assert after.info[key] == pytest.approx(before.info[key] * factor), key
     assert factors == {2.0, 4.0}  # both keys acted, and their factors multiplied
+    # a key or value no training structure carries is a typo, not a silent no-op
+    def with_weights(info_weights):
+        return dataclasses.replace(config, data=dataclasses.replace(config.data, info_weights=info_weights))
+
+    with pytest.raises(ConfigError, match=r"data.info_weights.groups: .*none carries the info key 'groups'"):
+        prepare(with_weights({"groups": {group: 4.0}}))
+    with pytest.raises(ConfigError, match=rf"data.info_weights.group: no training structure has group = 'surfaces'; the values present: \['{group}'\]"):
+        prepare(with_weights({"group": {"surfaces": 4.0}}))
 
 
 @pytest.mark.parametrize(

@@ -112,6 +112,14 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
     )
     if data.valid:
         valid, _ = _read_files(data.valid, config.seed, None)
+    for key, by_value in data.info_weights.items():  # a typo would otherwise weigh nothing
+        present = sorted({str(s.info[key]) for s in train if key in s.info})
+        absent = [str(value) for value in by_value if str(value) not in present]
+        if absent:
+            raise ConfigError(
+                f"data.info_weights.{key}: no training structure has {key} = {absent[0]!r}"
+                + (f"; the values present: {present[:20]}" if present else f"; none carries the info key '{key}'")
+            )
     # every element of the data, validation included: an element seen only there keeps its
     # initial embedding (its error is then an honest measure of transfer)
     species = tuple(sorted({int(z) for s in [*train, *valid] for z in s.numbers}))
