@@ -102,6 +102,7 @@ early_stopping_patience: 30  # stop after this many epochs without a better vali
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import tomllib
 from pathlib import Path
@@ -153,14 +154,20 @@ class DataConfig:
     info_weights: dict = dataclasses.field(default_factory=dict)  # {info key: {value: factor}}
     isolated_atoms: str | None = None
 
+    @functools.cached_property
+    def info_weights_by_text(self) -> dict[str, dict[str, float]]:
+        """``info_weights`` with each value as text, the form values are matched in (YAML reads an
+        unquoted 300 as an int, a structure's info may hold 300 or "300")."""
+        return {key: {str(v): float(w) for v, w in by_value.items()} for key, by_value in self.info_weights.items()}
+
     def info_factor(self, info: dict[str, Any]) -> float:
         """The loss-weight multiplier of a structure with metadata ``info``: the product of the
-        ``info_weights`` factors whose key it carries with a listed value (values compared as text,
-        so ``300`` matches ``300`` and ``"300"``); 1 when none applies."""
+        ``info_weights`` factors whose key it carries with a listed value (compared as text, see
+        ``info_weights_by_text``); 1 when none applies."""
         factor = 1.0
-        for key, by_value in self.info_weights.items():
+        for key, by_text in self.info_weights_by_text.items():
             if key in info:
-                factor *= float({str(v): w for v, w in by_value.items()}.get(str(info[key]), 1.0))
+                factor *= by_text.get(str(info[key]), 1.0)
         return factor
 
     def fraction_of(self, entry: DataFile) -> float:

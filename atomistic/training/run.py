@@ -112,9 +112,9 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
     )
     if data.valid:
         valid, _ = _read_files(data.valid, config.seed, None)
-    for key, by_value in data.info_weights.items():  # a typo would otherwise weigh nothing
+    for key, by_text in data.info_weights_by_text.items():  # a typo would otherwise weigh nothing
         present = sorted({str(s.info[key]) for s in train if key in s.info})
-        absent = [str(value) for value in by_value if str(value) not in present]
+        absent = [value for value in by_text if value not in present]
         if absent:
             raise ConfigError(
                 f"data.info_weights.{key}: no training structure has {key} = {absent[0]!r}"
