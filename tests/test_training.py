@@ -149,6 +149,14 @@ CONFIG_ERRORS = [
     ("model: {cutoff: 5.0, species_cutoffs: {Li: 6.0}}", r"model.species_cutoffs.Li: must be a cutoff in \(0, model.cutoff = 5.0\]"),
     ("model: {species_cutoffs: {Xx: 4.0}}", "model.species_cutoffs.Xx: not an element"),
     ("model: {species_cutoffs: [4.0]}", "model.species_cutoffs: expected a mapping"),
+    # entries that begin with `data:` replace the default data section
+    ("data: {train: [a.json], info_weights: [group]}", "data.info_weights: expected a mapping"),
+    ("data: {train: [a.json], info_weights: {group: Surface}}",
+     "data.info_weights.group: expected a non-empty mapping of value to factor, got 'Surface'"),
+    ("data: {train: [a.json], info_weights: {group: {Surface: -1}}}",
+     "data.info_weights.group.Surface: the factor must be a number >= 0, got -1"),
+    ("data: {train: [a.json], info_weights: {group: {Surface: heavy}}}",
+     "data.info_weights.group.Surface: the factor must be a number >= 0, got 'heavy'"),
 ]
 
 
@@ -169,14 +177,17 @@ def test_stratify_by_is_checked_against_the_config_and_the_data(tmp_path):
 def test_info_weights_multiply_the_loss_weights_of_matching_training_structures(tmp_path):
     config = load_config(_config(tmp_path, "info", extra=""))
     plain_train, plain_valid, _ = prepare(config)
+
+    def with_weights(info_weights):
+        return dataclasses.replace(config, data=dataclasses.replace(config.data, info_weights=info_weights))
+
     groups = sorted({s.info["group"] for s in plain_train})
     temperatures = {s.info.get("temperature_k") for s in plain_train} - {None}
     assert groups and temperatures, "the tiny files carry mlearn groups and MD temperatures"
     group, temperature = groups[0], sorted(temperatures)[0]
     # YAML reads an unquoted 300 as an int: values match as text, so 300 and "300" both apply
     weights = {"group": {group: 4.0}, "temperature_k": {str(temperature): 0.5}}
-    weighted = dataclasses.replace(config, data=dataclasses.replace(config.data, info_weights=weights))
-    train, valid, _ = prepare(weighted)
+    train, valid, _ = prepare(with_weights(weights))
     assert [s.info["frame"] for s in valid] == [s.info["frame"] for s in plain_valid]  # the split is unchanged
     factors = set()
     for before, after in zip(plain_train, train, strict=True):
@@ -186,29 +197,10 @@ def test_info_weights_multiply_the_loss_weights_of_matching_training_structures(
             assert after.info[key] == pytest.approx(before.info[key] * factor), key
     assert factors == {2.0, 4.0}  # both keys acted, and their factors multiplied
     # a key or value no training structure carries is a typo, not a silent no-op
-    def with_weights(info_weights):
-        return dataclasses.replace(config, data=dataclasses.replace(config.data, info_weights=info_weights))
-
     with pytest.raises(ConfigError, match=r"data.info_weights.groups: .*none carries the info key 'groups'"):
         prepare(with_weights({"groups": {group: 4.0}}))
     with pytest.raises(ConfigError, match=rf"data.info_weights.group: no training structure has group = 'surfaces'; the values present: \['{group}'\]"):
         prepare(with_weights({"group": {"surfaces": 4.0}}))
-
-
-@pytest.mark.parametrize(
-    ("info_weights", "message"),
-    [
-        ("[group]", "data.info_weights: expected a mapping"),
-        ("{group: Surface}", "data.info_weights.group: expected a non-empty mapping of value to factor, got 'Surface'"),
-        ("{group: {Surface: -1}}", "data.info_weights.group.Surface: the factor must be a number >= 0, got -1"),
-        ("{group: {Surface: heavy}}", "data.info_weights.group.Surface: the factor must be a number >= 0, got 'heavy'"),
-    ],
-)
-def test_info_weights_are_checked(tmp_path, info_weights, message):
-    path = tmp_path / "bad.yaml"
-    path.write_text(f"data: {{train: [a.json], info_weights: {info_weights}}}\n")
-    with pytest.raises(ConfigError, match=message):
-        load_config(path)
 
 
 def test_per_file_valid_fraction_and_max_structures(tmp_path):
@@ -253,7 +245,8 @@ def test_per_file_valid_fraction_and_max_structures(tmp_path):
 def test_config_errors_name_the_field(tmp_path):
     path = tmp_path / "bad.yaml"
     for extra, message in CONFIG_ERRORS:
-        path.write_text(f"data: {{train: [a.json]}}\n{extra}\n")
+        data = "" if extra.startswith("data:") else "data: {train: [a.json]}\n"
+        path.write_text(f"{data}{extra}\n")
         with pytest.raises(ConfigError, match=message):
             load_config(path)
     path.write_text("data: {train: [{path: a.json, weight: heavy}]}\n")
