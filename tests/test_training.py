@@ -149,6 +149,10 @@ CONFIG_ERRORS = [
     ("model: {cutoff: 5.0, species_cutoffs: {Li: 6.0}}", r"model.species_cutoffs.Li: must be a cutoff in \(0, model.cutoff = 5.0\]"),
     ("model: {species_cutoffs: {Xx: 4.0}}", "model.species_cutoffs.Xx: not an element"),
     ("model: {species_cutoffs: [4.0]}", "model.species_cutoffs: expected a mapping"),
+    ("model: {encoder: allegro}", r"model.encoder: must be mace \(or nequip"),
+    ("model: {refit_e0s: 1}", "model.refit_e0s: expected true or false, got 1"),
+    ("model: {refit_e0s: true, energy_head: false, tensor_heads: {dielectric_tensor: {}}}",
+     "model.refit_e0s: re-fits the energy head's E0s; model.energy_head is false"),
     # entries that begin with `data:` replace the default data section
     ("data: {train: [a.json], info_weights: [group]}", "data.info_weights: expected a mapping"),
     ("data: {train: [a.json], info_weights: {group: Surface}}",
@@ -449,6 +453,41 @@ def test_init_with_species_cutoffs_changes_only_the_listed_elements(tmp_path):
     assert potential.encoder.config.avg_num_neighbors == load_potential(tmp_path / "out" / "base").encoder.config.avg_num_neighbors
     result = _fine_tune_of_a_base_run(tmp_path, "unknown", "species_cutoffs: {O: 3.0}")
     assert result.exit_code == 2 and "model.species_cutoffs" in result.output and "[8]" in result.output
+
+
+def test_refit_e0s_recovers_a_constant_per_element_offset(tmp_path):
+    """A model whose E0s are off by a constant per element (another DFT setup's energy zero)
+    is moved back onto the labels exactly by the least-squares refit, and ``--init`` applies it
+    (a new model or one without energy head is refused)."""
+    from atomistic.checkpoint import load_potential
+    from atomistic.data.datasets import read_labelled
+    from atomistic.training.transfer import refit_reference_energies
+
+    assert runner.invoke(app, ["train", _config(tmp_path, "base", epochs=1)]).exit_code == 0
+    potential = load_potential(tmp_path / "out" / "base", dtype=torch.float64)
+    structures = [*read_labelled(tmp_path / "Li" / "training.json"), *read_labelled(tmp_path / "Si" / "training.json")]
+    labelled = [
+        dataclasses.replace(s, labels={"energy": p["energy"]})
+        for s, p in zip(structures, potential.predict(structures, properties=["energy"]), strict=True)
+    ]
+    index = {z: k for k, z in enumerate(potential.atomic_numbers)}
+    offset = {3: 0.3, 14: -0.2}  # eV per atom
+    with torch.no_grad():
+        for z, value in offset.items():
+            potential.heads["energy"].e0s[index[z]] += value
+    shifts = refit_reference_energies(potential, labelled)
+    assert shifts == pytest.approx({3: -0.3, 14: 0.2}, abs=1e-9)
+    refit = potential.predict(labelled, properties=["energy"])
+    assert [p["energy"] for p in refit] == pytest.approx([s.labels["energy"] for s in labelled], abs=1e-9)
+
+    result = _fine_tune_of_a_base_run(tmp_path, "refit", "refit_e0s: true")
+    assert result.exit_code == 0, result.output
+    assert "model.refit_e0s: E0s shifted by (meV) Li " in result.output and ", Si " in result.output
+    assert load_potential(tmp_path / "out" / "refit").metadata.provenance["e0s_method"].startswith("the checkpoint's, shifted")
+    result = runner.invoke(app, ["train", _config(tmp_path, "fresh", epochs=1, model_options="refit_e0s: true")])
+    assert result.exit_code == 2 and "model.refit_e0s" in result.output and "--init" in result.output
+    result = runner.invoke(app, ["train", _config(tmp_path, "fresh_nequip", epochs=1, model_options="encoder: nequip")])
+    assert result.exit_code == 2 and "model.encoder" in result.output and "--init" in result.output
 
 
 def test_init_with_widen_channels_trains_the_new_channels(tmp_path):

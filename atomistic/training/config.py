@@ -35,8 +35,9 @@ data:
   isolated_atoms: null       # extxyz of single atoms: E0s from it (else least squares)
 model:                       # with --init, the checkpoint's architecture (the run's log names the
                              # fields below that differ from it); only species_cutoffs,
-                             # widen_channels, energy_head and tensor_heads act on it
-  encoder: mace              # the encoder; its fields below (see MACEConfig)
+                             # widen_channels, refit_e0s, energy_head and tensor_heads act on it
+  encoder: mace              # the encoder; its fields below (see MACEConfig); nequip only with
+                             # --init of a NequIP-class checkpoint (an imported SevenNet model)
   cutoff: 5.0
   channels: 16
   max_ell: 2
@@ -54,6 +55,11 @@ model:                       # with --init, the checkpoint's architecture (the r
   widen_channels: null       # with --init: widen the checkpoint's encoder to this many channels,
                              # keeping its function (weights that read the new channels start
                              # at zero, the rest fresh); null: keep its width
+  refit_e0s: false           # with --init: add to the checkpoint's per-element reference energies
+                             # (E0s) the least-squares fit of this data's training energies minus
+                             # its predictions, so that a model trained on another DFT setup (a
+                             # pretrained universal model) starts at this data's energy zero;
+                             # false: keep them
   energy_mlp_hidden: 16
   energy_head: true          # energy head (forces, stress by autograd); false for tensor-only models
   per_species_scale: false   # energy readout scale per element (its own force RMS) instead of
@@ -190,6 +196,7 @@ class ModelConfig:
     species_radial: bool = False
     species_cutoffs: dict[str, float] = dataclasses.field(default_factory=dict)
     widen_channels: int | None = None
+    refit_e0s: bool = False
     energy_mlp_hidden: int = 16
     energy_head: bool = True
     per_species_scale: bool = False
@@ -365,7 +372,11 @@ def _check(config: TrainConfig) -> TrainConfig:
         (config.batch_size >= 1, "batch_size", "must be >= 1"),
         (len(config.data.train) >= 1, "data.train", "needs at least one file"),
         (0.0 <= config.data.valid_fraction < 1.0, "data.valid_fraction", "must be in [0, 1)"),
-        (config.model.encoder == "mace", "model.encoder", "only 'mace' is trainable here"),
+        (
+            config.model.encoder in ("mace", "nequip"),
+            "model.encoder",
+            "must be mace (or nequip, to fine-tune a NequIP-class checkpoint with --init)",
+        ),
         (config.loss.kind in ("mse", "huber"), "loss.kind", "must be mse or huber"),
         (
             config.loss.weight_normalisation in WEIGHT_NORMALISATIONS,
@@ -434,6 +445,10 @@ def _check(config: TrainConfig) -> TrainConfig:
     widen = config.model.widen_channels
     if widen is not None and (isinstance(widen, bool) or not isinstance(widen, int) or widen < 1):
         raise ConfigError(f"model.widen_channels: must be a number of channels ≥ 1 or null, got {widen!r}")
+    if not isinstance(config.model.refit_e0s, bool):
+        raise ConfigError(f"model.refit_e0s: must be true or false, got {config.model.refit_e0s!r}")
+    if config.model.refit_e0s and not config.model.energy_head:
+        raise ConfigError("model.refit_e0s: re-fits the energy head's E0s; model.energy_head is false")
     if not config.model.energy_head and not heads:
         raise ConfigError("model: a model needs an energy head or at least one tensor head")
     if not config.data.valid and not any(config.data.fraction_of(entry) > 0 for entry in config.data.train):

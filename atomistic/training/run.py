@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from ase.data import chemical_symbols
 
 from atomistic.data.convert import Structure
 from atomistic.data.datasets import read_labelled, stratified_split
@@ -166,7 +167,10 @@ def add_tensor_heads(potential, config: TrainConfig, stats: dict[str, Any]) -> N
         architecture["heads"].pop("energy", None)
 
 
-def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
+def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None, train: list[Structure] | None = None):
+    """The model to train: ``config.model`` built fresh with the data statistics ``stats``, or,
+    with ``init``, that checkpoint changed as the config's transfer options say (``train``, the
+    training structures, is needed only by ``model.refit_e0s``)."""
     from atomistic.checkpoint import load_potential
     from atomistic.models.builders import build_potential, mace_architecture
     from atomistic.models.encoders.mace import MACEConfig
@@ -196,15 +200,26 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None):
             except ValueError as error:
                 raise ConfigError(f"model.widen_channels (with --init {init}): {error}") from None
         add_tensor_heads(potential, config, stats)
+        if config.model.refit_e0s:  # this data's energy zero (another DFT setup's model)
+            from atomistic.training.transfer import refit_reference_energies
+
+            stats["e0_shift"] = refit_reference_energies(potential, train or [])
+            stats["e0_method"] = "the checkpoint's, shifted by a least-squares fit of the training energies' residuals"
         for p in potential.parameters():
             p.requires_grad_(True)
         potential.train()
         potential.metadata.name = name
         return potential
     m = config.model
+    if m.encoder != "mace":
+        raise ConfigError(f"model.encoder: a new model is MACE-class; '{m.encoder}' is for --init of such a checkpoint")
+    if m.refit_e0s:
+        raise ConfigError("model.refit_e0s: re-fits the E0s of the checkpoint given to --init; a new model fits its own")
     if m.widen_channels is not None:
         raise ConfigError("model.widen_channels: widens the checkpoint given to --init; a new model takes model.channels")
-    head_fields = ("encoder", "energy_mlp_hidden", "energy_head", "per_species_scale", "tensor_heads", "widen_channels")
+    head_fields = (
+        "encoder", "energy_mlp_hidden", "energy_head", "per_species_scale", "tensor_heads", "widen_channels", "refit_e0s",
+    )
     encoder_options = {k: v for k, v in dataclasses.asdict(m).items() if k not in head_fields}
     encoder_options["species_cutoffs"] = species_cutoffs(config, stats["species"])
     encoder_config = MACEConfig(
@@ -278,7 +293,7 @@ def train(
         config = backend_of_saved_run(config, run_dir)
     torch.manual_seed(config.seed)
     train_set, valid_set, stats = prepare(config)
-    potential = build_model(config, stats, init)
+    potential = build_model(config, stats, init, train_set)
     loop_config = TrainingConfig(
         epochs=config.epochs,
         batch_size=config.batch_size,
@@ -317,6 +332,9 @@ def train(
         f"avg neighbours {avg_num_neighbors:.2f}; parameters {sum(p.numel() for p in potential.parameters())}; "
         f"kernel backend {potential.metadata.backend}"
     )
+    if "e0_shift" in stats and not resume:
+        shifts = ", ".join(f"{chemical_symbols[z]} {1000 * delta:+.1f}" for z, delta in stats["e0_shift"].items())
+        log(f"model.refit_e0s: E0s shifted by (meV) {shifts}")
     started = time.time()
 
     def on_best(model, metrics):

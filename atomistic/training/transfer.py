@@ -1,14 +1,17 @@
 """Fine-tuning a trained MACE-class potential onto a changed model: new elements (its
 function on the old ones kept exactly; the new ones start from fresh weights), new cutoffs
-for some elements (its function on the others kept) or more channels (its function kept).
+for some elements (its function on the others kept) or more channels (its function kept);
+and, for any potential with an energy head, new reference energies for new data.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 from e3nn import o3
 
@@ -216,3 +219,39 @@ def _widen_radial_output(old_spec, new_spec, source, target) -> None:
         target[:, start_new : start_new + size_old] = source[:, start_old : start_old + size_old]
         start_old += size_old
         start_new += size_new
+
+
+def refit_reference_energies(potential, structures: Sequence, batch_atoms: int = 2048) -> dict[int, float]:
+    """Shift ``potential``'s per-element reference energies (the energy head's E0s, in place)
+    by the least-squares fit of ``structures``' energy labels minus its predictions.
+
+    A model trained on another DFT setup (code, pseudopotentials, functional: a pretrained
+    universal potential fine-tuned on new data) differs from the new labels mostly by a
+    constant per element; fitting that constant first leaves the fine-tune the differences
+    in shape. The elements that ``structures`` lack keep their E0s. Returns the shift per
+    atomic number (eV per atom). Raises ``ValueError`` when the potential has no energy head
+    or no structure carries an energy label.
+    """
+    from atomistic.training.statistics import least_squares_e0s
+
+    if "energy" not in potential.heads:
+        raise ValueError("the potential has no energy head")
+    labelled = [s for s in structures if "energy" in s.labels]
+    if not labelled:
+        raise ValueError("no training structure carries an energy label")
+    was_training = potential.training
+    potential.eval()
+    predictions = potential.predict(labelled, properties=["energy"], max_atoms_per_batch=batch_atoms)
+    potential.train(was_training)
+    residuals = [
+        dataclasses.replace(s, labels={"energy": float(s.labels["energy"]) - float(p["energy"])})
+        for s, p in zip(labelled, predictions, strict=True)
+    ]
+    numbers = sorted({int(z) for s in labelled for z in s.numbers})
+    shifts = least_squares_e0s(residuals, numbers)
+    index = {int(z): k for k, z in enumerate(potential.atomic_numbers)}
+    e0s = potential.heads["energy"].e0s
+    with torch.no_grad():
+        for z, shift in zip(numbers, shifts, strict=True):
+            e0s[index[z]] += float(shift)
+    return {z: float(np.asarray(shift)) for z, shift in zip(numbers, shifts, strict=True)}
