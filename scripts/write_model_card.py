@@ -81,6 +81,9 @@ def kind_table(kinds: list[tuple[str, str, int, float, float]]) -> str:
     return "\n".join(lines)
 
 
+ENCODER_CLASS = {"mace": "MACE-class", "nequip": "NequIP-class"}
+
+
 def limits_text(species: str, encoder: dict, train: list, kinds: list[tuple[str, str, int, float, float]], measured: dict, bar: str) -> str:
     """The card's known limits, from the model's own configuration, its training data and the
     held-out errors measured for the card (``kinds``: the rows of ``kind_errors``, empty for a
@@ -92,7 +95,8 @@ def limits_text(species: str, encoder: dict, train: list, kinds: list[tuple[str,
         reach = f"cutoffs per element ({reach})"
     else:
         reach = f"a {encoder['cutoff']:g} Å cutoff"
-    depth = encoder.get("num_layers", 1)
+    # MACE-class: num_layers; NequIP-class: the embedding irreps, then one entry per layer
+    depth = encoder.get("num_layers", len(encoder.get("irreps_layers", [None, None])) - 1)
     lines = [
         f"- Elements: {species} only; a structure with any other element is rejected with an error naming the element.",
         f"- Short-ranged: {reach}, {depth} message-passing layers (receptive field {depth} × cutoff); no explicit "
@@ -186,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     encoder = manifest["architecture"]["encoder"]["config"]
     card = f"""# Model card: `{directory.name}`
 
-MACE-class potential trained by `atomistic train` for {species}.
+{ENCODER_CLASS.get(manifest["architecture"]["encoder"]["name"], "Equivariant")} potential trained by `atomistic train` for {species}.
 
 ## Data
 {json.dumps(provenance["training_data"])}; validation: {provenance["validation"]} ({provenance["n_valid"]} structures, never trained on);

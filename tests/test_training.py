@@ -622,3 +622,33 @@ def test_ema_and_optimizer_steps_match_their_per_tensor_formulas(tmp_path):
     for p_ref, p, p0, p_ema in zip(per_tensor, potential.parameters(), initial, trainer.ema.parameters(), strict=True):
         torch.testing.assert_close(p.detach(), p_ref.detach(), rtol=1e-12, atol=1e-14)
         torch.testing.assert_close(p_ema, decay * p0 + (1 - decay) * p.detach(), rtol=1e-12, atol=1e-14)
+
+
+def test_restrict_species_keeps_predictions_and_refuses_the_dropped_elements(tmp_path):
+    """A universal model cut down to the elements it was fine-tuned on predicts exactly as
+    before on them and names a dropped element in its error."""
+    from ase.build import bulk, molecule
+
+    from atomistic.checkpoint import load_potential
+    from atomistic.data.convert import StructureError
+    from atomistic.training.transfer import restrict_species
+
+    universal = load_potential("sevennet-0", dtype=torch.float64)
+    restricted = restrict_species(universal, [3, 14, 32, 42])
+    assert sorted(restricted.atomic_numbers) == [3, 14, 32, 42]
+    crystal = bulk("Si", "diamond", 5.43, cubic=True)
+    crystal.rattle(0.05, seed=0)
+    crystal.symbols[[0, 3]] = "Ge"
+    properties = ["energy", "forces", "stress"]
+    before, after = universal.predict([crystal], properties=properties)[0], restricted.predict([crystal], properties=properties)[0]
+    assert after["energy"] == pytest.approx(before["energy"], abs=1e-10)
+    np.testing.assert_allclose(after["forces"], before["forces"], atol=1e-10)
+    np.testing.assert_allclose(after["stress"], before["stress"], atol=1e-12)
+    with pytest.raises(StructureError, match=r"element\(s\) H, O not supported by this model \(supports Li, Si, Ge, Mo\)"):
+        restricted.predict([molecule("H2O")])
+    assert restrict_species(universal, universal.atomic_numbers) is universal
+    with pytest.raises(ValueError, match=r"no element\(s\) \[118\]"):
+        restrict_species(universal, [14, 118])
+    assert runner.invoke(app, ["train", _config(tmp_path, "mace", epochs=1)]).exit_code == 0
+    with pytest.raises(ValueError, match="NequIP-class"):
+        restrict_species(load_potential(tmp_path / "out" / "mace"), [3])

@@ -255,3 +255,49 @@ def refit_reference_energies(potential, structures: Sequence, batch_atoms: int =
         for z, shift in zip(numbers, shifts, strict=True):
             e0s[index[z]] += float(shift)
     return {z: float(np.asarray(shift)) for z, shift in zip(numbers, shifts, strict=True)}
+
+
+def restrict_species(potential, numbers: Sequence[int]):
+    """A copy of ``potential`` (NequIP-class encoder with linear self-connections, as the
+    imported SevenNet models) that supports only ``numbers``, predicting on them exactly what
+    ``potential`` predicts.
+
+    A universal model fine-tuned on a few elements has changed shared weights whose effect on
+    its other elements nobody measured; dropping those elements makes the model refuse them
+    (an error naming the element) instead of answering with unvalidated numbers. The one-hot
+    embedding keeps the kept species' rows, rescaled for e3nn's fan-in normalisation over the
+    shorter one-hot input; the energy head keeps their E0s and scales.
+    """
+    old = [int(z) for z in potential.atomic_numbers]
+    keep = [z for z in old if z in {int(n) for n in numbers}]
+    missing = sorted({int(n) for n in numbers} - set(old))
+    if missing:
+        raise ValueError(f"the model has no element(s) {missing}")
+    if not keep:
+        raise ValueError("no element left to keep")
+    if keep == old:
+        return potential
+    architecture = copy.deepcopy(potential.metadata.architecture)
+    encoder_config = architecture["encoder"]["config"]
+    if architecture["encoder"]["name"] != "nequip" or encoder_config.get("self_connection", "linear") != "linear":
+        raise ValueError("dropping elements is implemented for the NequIP-class encoder with linear self-connections")
+    encoder_config["species"] = keep
+    rows = torch.tensor([old.index(z) for z in keep])
+    restricted = _rebuilt(potential, architecture)
+    old_state, new_state = potential.state_dict(), restricted.state_dict()
+    with torch.no_grad():
+        for key, target in new_state.items():
+            if "._compiled_main" in key:
+                continue
+            source = old_state[key]
+            if key == "encoder.embedding.weight":  # Linear(one-hot species): [n_species * dim], species-major
+                weight = source.view(len(old), -1)[rows] * math.sqrt(len(keep) / len(old))
+                target.copy_(weight.reshape(-1))
+            elif key.startswith("heads.energy.") and source.dim() == 1 and source.shape[0] == len(old):
+                target.copy_(source[rows])  # e0s, per-species scale
+            elif source.shape == target.shape:
+                target.copy_(source)
+            else:
+                raise ValueError(f"cannot carry '{key}' over: shape {tuple(source.shape)} -> {tuple(target.shape)}")
+    restricted.load_state_dict(new_state)
+    return restricted
