@@ -445,8 +445,6 @@ def _check(config: TrainConfig) -> TrainConfig:
     widen = config.model.widen_channels
     if widen is not None and (isinstance(widen, bool) or not isinstance(widen, int) or widen < 1):
         raise ConfigError(f"model.widen_channels: must be a number of channels ≥ 1 or null, got {widen!r}")
-    if not isinstance(config.model.refit_e0s, bool):
-        raise ConfigError(f"model.refit_e0s: must be true or false, got {config.model.refit_e0s!r}")
     if config.model.refit_e0s and not config.model.energy_head:
         raise ConfigError("model.refit_e0s: re-fits the energy head's E0s; model.energy_head is false")
     if not config.model.energy_head and not heads:

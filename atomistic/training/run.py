@@ -203,7 +203,10 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None, tr
         if config.model.refit_e0s:  # this data's energy zero (another DFT setup's model)
             from atomistic.training.transfer import refit_reference_energies
 
-            stats["e0_shift"] = refit_reference_energies(potential, train or [])
+            try:
+                stats["e0_shift"] = refit_reference_energies(potential, train or [])
+            except ValueError as error:
+                raise ConfigError(f"model.refit_e0s (with --init {init}): {error}") from None
             stats["e0_method"] = "the checkpoint's, shifted by a least-squares fit of the training energies' residuals"
         for p in potential.parameters():
             p.requires_grad_(True)

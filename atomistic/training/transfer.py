@@ -11,7 +11,6 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import torch
 from e3nn import o3
 
@@ -65,12 +64,18 @@ def extend_species(potential, new_numbers: Sequence[int], new_e0s: Mapping[int, 
             elif key == "heads.energy.scale" and source.dim() == 1:  # per-species scale
                 target[:n_old] = source
                 target[n_old:] = source.mean()  # new elements: the old ones' mean
-            elif source.shape == target.shape:
-                target.copy_(source)
             else:
-                raise ValueError(f"cannot carry '{key}' over: shape {tuple(source.shape)} -> {tuple(target.shape)}")
+                _carry_unchanged(key, source, target)
     grown.load_state_dict(new_state)
     return grown
+
+
+def _carry_unchanged(key: str, source: torch.Tensor, target: torch.Tensor) -> None:
+    """Copy a weight that the change left as it was; a changed shape that no rule of the
+    change handled is an error naming the weight."""
+    if source.shape != target.shape:
+        raise ValueError(f"cannot carry '{key}' over: shape {tuple(source.shape)} -> {tuple(target.shape)}")
+    target.copy_(source)
 
 
 def _rebuilt(potential, architecture):
@@ -178,10 +183,7 @@ def widen_channels(potential, channels: int):
         for key, target in new_state.items():
             if key in done or "._compiled_main" in key or key.endswith("output_mask"):
                 continue  # e3nn's output masks are derived from the (new) irreps
-            source = old_state[key]
-            if source.shape != target.shape:
-                raise ValueError(f"cannot carry '{key}' over: shape {tuple(source.shape)} -> {tuple(target.shape)}")
-            target.copy_(source)
+            _carry_unchanged(key, old_state[key], target)
     wide.load_state_dict(new_state)
     return wide
 
@@ -248,13 +250,13 @@ def refit_reference_energies(potential, structures: Sequence, batch_atoms: int =
         for s, p in zip(labelled, predictions, strict=True)
     ]
     numbers = sorted({int(z) for s in labelled for z in s.numbers})
-    shifts = least_squares_e0s(residuals, numbers)
+    shifts = {z: float(shift) for z, shift in zip(numbers, least_squares_e0s(residuals, numbers), strict=True)}
     index = {int(z): k for k, z in enumerate(potential.atomic_numbers)}
     e0s = potential.heads["energy"].e0s
     with torch.no_grad():
-        for z, shift in zip(numbers, shifts, strict=True):
-            e0s[index[z]] += float(shift)
-    return {z: float(np.asarray(shift)) for z, shift in zip(numbers, shifts, strict=True)}
+        for z, shift in shifts.items():
+            e0s[index[z]] += shift
+    return shifts
 
 
 def restrict_species(potential, numbers: Sequence[int]):
@@ -269,8 +271,9 @@ def restrict_species(potential, numbers: Sequence[int]):
     shorter one-hot input; the energy head keeps their E0s and scales.
     """
     old = [int(z) for z in potential.atomic_numbers]
-    keep = [z for z in old if z in {int(n) for n in numbers}]
-    missing = sorted({int(n) for n in numbers} - set(old))
+    wanted = {int(n) for n in numbers}
+    keep = [z for z in old if z in wanted]
+    missing = sorted(wanted - set(old))
     if missing:
         raise ValueError(f"the model has no element(s) {missing}")
     if not keep:
@@ -295,9 +298,7 @@ def restrict_species(potential, numbers: Sequence[int]):
                 target.copy_(weight.reshape(-1))
             elif key.startswith("heads.energy.") and source.dim() == 1 and source.shape[0] == len(old):
                 target.copy_(source[rows])  # e0s, per-species scale
-            elif source.shape == target.shape:
-                target.copy_(source)
             else:
-                raise ValueError(f"cannot carry '{key}' over: shape {tuple(source.shape)} -> {tuple(target.shape)}")
+                _carry_unchanged(key, source, target)
     restricted.load_state_dict(new_state)
     return restricted
