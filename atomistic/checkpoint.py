@@ -7,6 +7,10 @@ A checkpoint is a directory::
     <name>/weights.safetensors  the state dict (tensors only)
     <name>/MODEL_CARD.md        human-readable description (optional)
 
+A committee (:class:`~atomistic.models.committee.Committee`) is a directory whose manifest's
+``architecture`` is ``{"committee": {"members": [paths], "weights": [...]}}`` and whose
+members are ordinary checkpoints in the sub-directories named there (``members/<name>``).
+
 Names without a path separator (``"default"``) resolve to ``checkpoints/<name>`` in the
 directory named by ``ATOMISTIC_CHECKPOINTS`` or, by default, the project's ``checkpoints/``;
 ``checkpoints/aliases.json`` maps alias names (``default``) onto checkpoint names.
@@ -29,6 +33,8 @@ SUPPORTED_FORMAT_VERSIONS = (1,)
 MANIFEST = "manifest.json"
 ALIASES = "aliases.json"
 WEIGHTS = "weights.safetensors"
+COMMITTEE = "committee"  # the architecture key of a committee's manifest
+COMMITTEE_MEMBERS = "members"  # the sub-directory that holds a committee's member checkpoints
 _PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".model", ".bin")
 
 
@@ -98,6 +104,13 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     return manifest
 
 
+def encoder_name(architecture: dict[str, Any]) -> str:
+    """The encoder a manifest's ``architecture`` names, or ``committee of N`` for a committee."""
+    if COMMITTEE in architecture:
+        return f"committee of {len(architecture[COMMITTEE].get('members', []))}"
+    return architecture["encoder"]["name"]
+
+
 def load_potential(
     name_or_path: str | os.PathLike = "default",
     device: str | torch.device = "cpu",
@@ -127,6 +140,8 @@ def load_potential(
             raise CheckpointError(f"'{path}' is a file; pass the checkpoint directory that holds {MANIFEST}")
     directory = resolve(name_or_path) if path is None else path
     manifest = read_manifest(directory)
+    if COMMITTEE in manifest["architecture"]:
+        return _load_committee(directory, manifest, device=device, dtype=dtype, backend=backend)
     weights_path = directory / WEIGHTS
     if not weights_path.exists():
         pickles = [p.name for p in directory.iterdir() if p.suffix.lower() in _PICKLE_SUFFIXES]
@@ -204,6 +219,84 @@ def save_checkpoint(
     }
     text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
     _replace_atomically(directory / MANIFEST, lambda path: path.write_text(text))
+    return directory
+
+
+def _load_committee(directory: Path, manifest: dict[str, Any], **load_options):
+    """The :class:`~atomistic.models.committee.Committee` that ``directory``'s manifest describes."""
+    from atomistic.models.committee import Committee
+    from atomistic.models.potential import PotentialMetadata
+
+    spec = manifest["architecture"][COMMITTEE]
+    members = []
+    for relative in spec.get("members", []):
+        member_dir = (directory / relative).resolve()
+        if directory.resolve() not in member_dir.parents:
+            raise CheckpointError(f"{directory / MANIFEST}: committee member '{relative}' lies outside the checkpoint")
+        if not (member_dir / MANIFEST).exists():
+            raise CheckpointError(f"{directory / MANIFEST}: committee member '{relative}' has no {MANIFEST}")
+        members.append(load_potential(member_dir, **load_options))
+    metadata = PotentialMetadata(
+        name=manifest.get("name", directory.name),
+        architecture=manifest["architecture"],
+        units=manifest.get("units", PotentialMetadata().units),
+        provenance=manifest.get("provenance", {}),
+        metrics=manifest.get("metrics", {}),
+        backend=members[0].metadata.backend if members else "reference",
+    )
+    try:
+        committee = Committee(members, spec.get("weights"), metadata)
+    except ValueError as error:
+        raise CheckpointError(f"{directory / MANIFEST}: {error}") from None
+    return committee.eval()
+
+
+def save_committee(
+    member_directories: list[str | os.PathLike],
+    directory: str | os.PathLike,
+    *,
+    name: str | None = None,
+    weights: list[float] | None = None,
+    provenance: dict[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
+) -> Path:
+    """Write a committee checkpoint into ``directory``: each member checkpoint's manifest and
+    weights copied into ``members/<its directory name>``, and the committee's manifest. The
+    members are loaded first, so a committee that would not load is never written."""
+    import shutil
+
+    from atomistic import __version__
+    from atomistic.models.committee import Committee
+
+    sources = [Path(m) for m in member_directories]
+    names = [s.resolve().name for s in sources]
+    if len(set(names)) != len(names):
+        raise CheckpointError(f"committee members need distinct directory names, got {names}")
+    committee = Committee([load_potential(s) for s in sources], weights)  # raises on a bad combination
+    directory = Path(directory)
+    if directory.exists():
+        shutil.rmtree(directory)
+    for source, member_name in zip(sources, names, strict=True):
+        target = directory / COMMITTEE_MEMBERS / member_name
+        target.mkdir(parents=True)
+        for file in (MANIFEST, WEIGHTS):
+            shutil.copy2(source / file, target / file)
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "name": name or directory.name,
+        "architecture": {
+            COMMITTEE: {"members": [f"{COMMITTEE_MEMBERS}/{n}" for n in names], "weights": committee.weights},
+        },
+        "species": list(committee.atomic_numbers),
+        "cutoff": committee.cutoff,
+        "properties": list(committee.properties),
+        "units": committee.members[0].metadata.units,
+        "provenance": provenance or {},
+        "metrics": metrics or {},
+        "code_version": __version__,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return directory
 
 

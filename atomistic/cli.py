@@ -241,7 +241,7 @@ def serve(
 @app.command()
 def models() -> None:
     """List the models in the checkpoints directory."""
-    from atomistic.checkpoint import MANIFEST, aliases, checkpoints_dir, read_manifest
+    from atomistic.checkpoint import MANIFEST, aliases, checkpoints_dir, encoder_name, read_manifest
 
     table = Table(title=f"models in {checkpoints_dir()}")
     for column in ("name", "aliases", "species", "cutoff (Å)", "encoder"):
@@ -261,7 +261,7 @@ def models() -> None:
                 ", ".join(alias_names.get(directory.name, [])),
                 species,
                 str(m["cutoff"]),
-                m["architecture"]["encoder"]["name"],
+                encoder_name(m["architecture"]),
             )
     console.print(table)
 

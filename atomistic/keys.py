@@ -40,11 +40,13 @@ ENERGY = "energy"  # [n_systems] float, eV, total energy
 FORCES = "forces"  # [n_atoms, 3] float, eV/Å, -dE/dr
 STRESS = "stress"  # [n_systems, 3, 3] float, eV/Å³, (1/V) dE/dstrain (ASE sign convention)
 VIRIAL = "virial"  # [n_systems, 3, 3] float, eV, -dE/dstrain
+# committee models only: RMS deviation of the members' forces from their mean force on each atom
+FORCES_SPREAD = "forces_spread"  # [n_atoms] float, eV/Å
 DIELECTRIC_TENSOR = "dielectric_tensor"  # [n_systems, 3, 3] float, unitless, eps_ij = eps_ji
 PIEZOELECTRIC_TENSOR = "piezoelectric_tensor"  # [n_systems, 3, 3, 3] float, C/m², e_ijk = e_ikj
 ELASTIC_TENSOR = "elastic_tensor"  # [n_systems, 3, 3, 3, 3] float, GPa, C_ijkl = C_jikl = C_ijlk = C_klij
 
-PER_ATOM_KEYS = frozenset({POSITIONS, ATOMIC_NUMBERS, SPECIES_INDEX, SYSTEM_IDX, ATOMIC_ENERGIES, FORCES})
+PER_ATOM_KEYS = frozenset({POSITIONS, ATOMIC_NUMBERS, SPECIES_INDEX, SYSTEM_IDX, ATOMIC_ENERGIES, FORCES, FORCES_SPREAD})
 TENSOR_KEYS = (DIELECTRIC_TENSOR, PIEZOELECTRIC_TENSOR, ELASTIC_TENSOR)  # crystal tensors, by order
 TENSOR_SHAPES = {DIELECTRIC_TENSOR: (3, 3), PIEZOELECTRIC_TENSOR: (3, 3, 3), ELASTIC_TENSOR: (3, 3, 3, 3)}  # per system
 
@@ -53,4 +55,5 @@ PER_EDGE_KEYS = frozenset({EDGE_SHIFT, EDGE_VECTORS, EDGE_LENGTHS})
 
 # properties a caller may request from Potential.predict
 ENERGY_PROPERTIES = (ENERGY, ATOMIC_ENERGIES, FORCES, STRESS)  # from an energy head
-PROPERTIES = (*ENERGY_PROPERTIES, *TENSOR_KEYS)
+PROPERTIES = (*ENERGY_PROPERTIES, *TENSOR_KEYS, FORCES_SPREAD)
+NEED_FORCES = frozenset({FORCES, FORCES_SPREAD})  # properties computed from the forces

@@ -166,13 +166,11 @@ def species_pair_cutoffs(potential) -> dict[tuple[int, int], float]:
     """The cutoff (Å) of each unordered pair of the potential's elements where the encoder
     sets one per pair (``species_cutoffs``); else the first element's self-pair at the
     potential's cutoff."""
-    pair_cutoffs = getattr(potential.encoder.config, "pair_cutoffs", lambda: None)()
-    numbers = list(potential.atomic_numbers)
-    if pair_cutoffs is None:
-        return {(numbers[0], numbers[0]): potential.cutoff}
-    return {
-        (numbers[a], numbers[b]): float(pair_cutoffs[a, b]) for a in range(len(numbers)) for b in range(a, len(numbers))
-    }
+    pairs = potential.pair_cutoffs()
+    if len(set(pairs.values())) == 1 and max(pairs.values()) == potential.cutoff:
+        first = potential.atomic_numbers[0]
+        return {(first, first): potential.cutoff}
+    return pairs
 
 
 def check_cutoff_smoothness(
@@ -219,7 +217,7 @@ def assert_potential_physics(potential, atoms: Atoms, seed: int = 0, reflection:
     encoder); a model with parity off is only invariant under proper rotations.
     """
     if reflection is None:
-        reflection = bool(getattr(potential.encoder.config, "parity", True))
+        reflection = potential.has_parity
     tol = tolerances(potential)
     rng = np.random.default_rng(seed)
     scale = max(1.0, abs(_predict(potential, atoms, (keys.ENERGY,))[0][keys.ENERGY]))
@@ -246,7 +244,7 @@ def assert_potential_physics(potential, atoms: Atoms, seed: int = 0, reflection:
             {"energy_jump": tol["smooth"], "force_jump_small": 0.2 * jumps["force_jump"] + tol["smooth"]},
             f"smoothness at the {pair} cutoff ({cutoff} Å)",
         )
-    if getattr(potential.heads["energy"], "isolated_atom_is_reference", True):
+    if potential.isolated_atom_is_reference:
         _assert_within(check_isolated_atoms(potential), {"energy": tol["energy"] * 10}, "isolated atom == E0")
 
 

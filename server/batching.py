@@ -191,7 +191,7 @@ class MicroBatcher:
         wanted = set().union(*(item.properties for item in batch))
         potential = self.potential
         graph = build_graph([item.structure for item in batch], potential.cutoff, potential.species, dtype=potential.dtype, device=potential.device)
-        outputs = potential(graph, compute_forces=keys.FORCES in wanted, compute_stress=keys.STRESS in wanted)
+        outputs = potential(graph, compute_forces=not keys.NEED_FORCES.isdisjoint(wanted), compute_stress=keys.STRESS in wanted)
         results = []
         for item, per_system in zip(batch, split_results(outputs, graph), strict=True):
             selected = with_voigt_forms(select_properties(per_system, tuple(item.properties)))

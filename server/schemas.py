@@ -6,7 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Property = Literal["energy", "forces", "stress", "energies", "dielectric_tensor", "piezoelectric_tensor", "elastic_tensor"]
+Property = Literal[
+    "energy", "forces", "stress", "energies", "dielectric_tensor", "piezoelectric_tensor", "elastic_tensor", "forces_spread"
+]
 
 
 class StructureIn(BaseModel):
@@ -30,7 +32,8 @@ class PredictRequest(BaseModel):
         description=(
             "Default: energy and forces (a model with an energy head) or the model's tensors. energy (eV), forces (eV/Å), stress (eV/Å³, 3x3, ASE sign), energies (per-atom, eV); from a model with "
             "crystal-tensor heads (see GET /v1/models): dielectric_tensor (3x3, unitless), piezoelectric_tensor "
-            "(3x3x3 and Voigt 3x6, C/m²), elastic_tensor (3x3x3x3 and Voigt 6x6, GPa)."
+            "(3x3x3 and Voigt 3x6, C/m²), elastic_tensor (3x3x3x3 and Voigt 6x6, GPa); from a committee model: "
+            "forces_spread (per atom, eV/Å: how far the members' forces disagree)."
         ),
     )
     structures: list[StructureIn] = Field(default_factory=list, description="Structures as JSON.")
@@ -44,6 +47,9 @@ class StructureResult(BaseModel):
     energies: list[float] | None = Field(None, description="Per-atom energies, eV.")
     forces: list[list[float]] | None = Field(None, description="Forces, eV/Å, shape [n_atoms, 3].")
     stress: list[list[float]] | None = Field(None, description="Stress, eV/Å³, 3x3, ASE sign (tensile positive); absent without a cell volume.")
+    forces_spread: list[float] | None = Field(
+        None, description="Committee models only: per atom, the RMS deviation of the members' forces from their mean, eV/Å."
+    )
     dielectric_tensor: list[list[float]] | None = Field(None, description="Dielectric tensor ε_ij, unitless, 3x3, symmetric.")
     piezoelectric_tensor: list[list[list[float]]] | None = Field(None, description="Piezoelectric stress tensor e_ijk, C/m², 3x3x3, e_ijk = e_ikj.")
     piezoelectric_tensor_voigt: list[list[float]] | None = Field(None, description="e_iJ, C/m², 3x6, Voigt order xx, yy, zz, xy, yz, zx (JARVIS/VASP).")

@@ -37,7 +37,8 @@ class AtomisticCalculator(Calculator):
             ``"auto"`` picks the fastest correct one for the device and dtype.
         potential: an already-loaded ``Potential`` to use instead of ``model``.
 
-    Units: eV, eV/Å, and stress in eV/Å³ (ASE's Voigt order and sign).  Several calculators
+    Units: eV, eV/Å, and stress in eV/Å³ (ASE's Voigt order and sign). A committee model also
+    leaves ``results["forces_spread"]`` (``[n_atoms]`` eV/Å: how far its members' forces disagree).  Several calculators
     built with the same arguments share one loaded model.
     """
 
@@ -56,6 +57,8 @@ class AtomisticCalculator(Calculator):
         # defined, so a later get_stress() does not re-evaluate the model
         want_stress = has_volume
         requested = [keys.ENERGY, keys.ATOMIC_ENERGIES, keys.FORCES] + ([keys.STRESS] if want_stress else [])
+        if keys.FORCES_SPREAD in self.potential.properties:  # a committee: its members' disagreement comes free
+            requested.append(keys.FORCES_SPREAD)
         result = self.potential.predict(self.atoms, properties=requested)[0]
         self.results = {
             "energy": result[keys.ENERGY],
@@ -65,3 +68,5 @@ class AtomisticCalculator(Calculator):
         }
         if want_stress:
             self.results["stress"] = full_3x3_to_voigt_6_stress(np.asarray(result[keys.STRESS]))
+        if keys.FORCES_SPREAD in result:
+            self.results["forces_spread"] = np.asarray(result[keys.FORCES_SPREAD])

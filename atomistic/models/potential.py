@@ -43,7 +43,87 @@ class PotentialMetadata:
     backend: str = "reference"
 
 
-class Potential(torch.nn.Module):
+class PotentialBase(torch.nn.Module):
+    """What every model offers its callers: ``forward(graph, compute_forces, compute_stress)``
+    on a graph built with :attr:`cutoff` and :attr:`species`, and :meth:`predict` on structures.
+
+    Subclasses (:class:`Potential`, :class:`~atomistic.models.committee.Committee`) set
+    ``species`` (:class:`SpeciesMap`), ``cutoff`` (Å, the neighbour-list radius) and
+    ``metadata``, and describe themselves with ``has_energy``, ``properties``, ``encoder_name``,
+    ``species_cutoffs``, ``pair_cutoffs()``, ``has_parity``, ``isolated_atom_is_reference`` and
+    ``reference_energy(Z)``.
+    """
+
+    species: SpeciesMap
+    cutoff: float
+    metadata: PotentialMetadata
+
+    @property
+    def default_properties(self) -> tuple[str, ...]:
+        """What :meth:`predict` returns when not told: energy, forces and stress, or the tensors."""
+        return (keys.ENERGY, keys.FORCES, keys.STRESS) if self.has_energy else self.properties
+
+    @property
+    def atomic_numbers(self) -> tuple[int, ...]:
+        return self.species.atomic_numbers
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def predict(
+        self,
+        structures: Any,
+        properties: Sequence[str] | None = None,
+        *,
+        max_atoms_per_batch: int = 4096,
+        max_atoms: int = DEFAULT_MAX_ATOMS,
+        errors: str = "raise",
+    ) -> list[dict[str, Any]]:
+        """Energies (eV), per-atom energies (eV), forces (eV/Å), stress (eV/Å³, 3x3), crystal
+        tensors and, from a committee, ``forces_spread`` (eV/Å per atom) per structure (see
+        :attr:`properties`); ``properties=None`` gives :attr:`default_properties`.
+
+        ``structures`` may be any input that :func:`atomistic.data.to_structures` accepts
+        (one or many).  Stress is omitted for structures without a cell volume.
+
+        ``errors="raise"`` raises :class:`~atomistic.data.StructureError` for the first bad
+        structure; ``errors="return"`` puts ``{"error": StructureError}`` in a bad structure's
+        slot and still computes all the others.
+        """
+        properties = self.default_properties if properties is None else tuple(properties)
+        check_properties(properties, self.properties, self.metadata.name)
+        if errors not in ("raise", "return"):
+            raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
+        if errors == "raise":
+            converted = list(to_structures(structures, supported_numbers=self.atomic_numbers, max_atoms=max_atoms))
+        else:
+            converted = to_structures_or_errors(structures, supported_numbers=self.atomic_numbers, max_atoms=max_atoms)
+        results: list[dict[str, Any]] = [
+            {"error": item} if isinstance(item, StructureError) else None for item in converted
+        ]  # type: ignore[misc]
+        good = [i for i, item in enumerate(converted) if not isinstance(item, StructureError)]
+        validated = [converted[i] for i in good]
+        for batch_indices in batches_by_atoms(validated, max_atoms_per_batch):
+            indices = [good[i] for i in batch_indices]
+            batch = [converted[i] for i in indices]
+            graph = build_graph(batch, self.cutoff, self.species, dtype=self.dtype, device=self.device)
+            outputs = self(
+                graph,
+                compute_forces=not keys.NEED_FORCES.isdisjoint(properties),
+                compute_stress=keys.STRESS in properties,
+            )
+            for i, per_system in zip(indices, split_results(outputs, graph), strict=True):
+                results[i] = select_properties(per_system, properties)
+        return results
+
+
+
+class Potential(PotentialBase):
     """An encoder writing node features and heads reading them.
 
     With an ``energy`` head, ``forward(graph)`` returns ``energy [n_systems]`` eV, ``energies
@@ -77,21 +157,33 @@ class Potential(torch.nn.Module):
         return (keys.ENERGY_PROPERTIES if self.has_energy else ()) + tensors
 
     @property
-    def default_properties(self) -> tuple[str, ...]:
-        """What :meth:`predict` returns when not told: energy, forces and stress, or the tensors."""
-        return (keys.ENERGY, keys.FORCES, keys.STRESS) if self.has_energy else self.properties
+    def encoder_name(self) -> str:
+        return self.encoder.name
 
     @property
-    def atomic_numbers(self) -> tuple[int, ...]:
-        return self.species.atomic_numbers
+    def species_cutoffs(self) -> tuple[float, ...] | None:
+        """A cutoff (Å) per species, in species order, where the encoder sets one per element."""
+        return getattr(self.encoder.config, "species_cutoffs", None)
+
+    def pair_cutoffs(self) -> dict[tuple[int, int], float]:
+        """The cutoff (Å) of each unordered pair of elements ``(Z_a, Z_b)``, ``Z_a <= Z_b``."""
+        table = getattr(self.encoder.config, "pair_cutoffs", lambda: None)()
+        numbers = self.atomic_numbers
+        return {
+            tuple(sorted((numbers[a], numbers[b]))): self.cutoff if table is None else float(table[a, b])
+            for a in range(len(numbers))
+            for b in range(a, len(numbers))
+        }
 
     @property
-    def dtype(self) -> torch.dtype:
-        return next(self.parameters()).dtype
+    def has_parity(self) -> bool:
+        """Whether the features carry parity (the model is then invariant under reflections too)."""
+        return bool(getattr(self.encoder.config, "parity", True))
 
     @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
+    def isolated_atom_is_reference(self) -> bool:
+        """Whether a lone atom's energy is its element's E0 + shift (:meth:`reference_energy`)."""
+        return self.has_energy and getattr(self.heads["energy"], "isolated_atom_is_reference", True)
 
     def reference_energy(self, atomic_number: int) -> float:
         """Energy of an isolated atom of this element (E0 + shift), eV."""
@@ -123,53 +215,6 @@ class Potential(torch.nn.Module):
         if not training:
             results = {k: v.detach() for k, v in results.items()}
         return results
-
-    def predict(
-        self,
-        structures: Any,
-        properties: Sequence[str] | None = None,
-        *,
-        max_atoms_per_batch: int = 4096,
-        max_atoms: int = DEFAULT_MAX_ATOMS,
-        errors: str = "raise",
-    ) -> list[dict[str, Any]]:
-        """Energies (eV), per-atom energies (eV), forces (eV/Å), stress (eV/Å³, 3x3) and
-        crystal tensors (see :attr:`properties`) per structure; ``properties=None`` gives
-        :attr:`default_properties`.
-
-        ``structures`` may be any input that :func:`atomistic.data.to_structures` accepts
-        (one or many).  Stress is omitted for structures without a cell volume.
-
-        ``errors="raise"`` raises :class:`~atomistic.data.StructureError` for the first bad
-        structure; ``errors="return"`` puts ``{"error": StructureError}`` in a bad structure's
-        slot and still computes all the others.
-        """
-        properties = self.default_properties if properties is None else tuple(properties)
-        check_properties(properties, self.properties, self.metadata.name)
-        if errors not in ("raise", "return"):
-            raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
-        if errors == "raise":
-            converted = list(to_structures(structures, supported_numbers=self.atomic_numbers, max_atoms=max_atoms))
-        else:
-            converted = to_structures_or_errors(structures, supported_numbers=self.atomic_numbers, max_atoms=max_atoms)
-        results: list[dict[str, Any]] = [
-            {"error": item} if isinstance(item, StructureError) else None for item in converted
-        ]  # type: ignore[misc]
-        good = [i for i, item in enumerate(converted) if not isinstance(item, StructureError)]
-        validated = [converted[i] for i in good]
-        for batch_indices in batches_by_atoms(validated, max_atoms_per_batch):
-            indices = [good[i] for i in batch_indices]
-            batch = [converted[i] for i in indices]
-            graph = build_graph(batch, self.cutoff, self.species, dtype=self.dtype, device=self.device)
-            outputs = self(
-                graph,
-                compute_forces=keys.FORCES in properties,
-                compute_stress=keys.STRESS in properties,
-            )
-            for i, per_system in zip(indices, split_results(outputs, graph), strict=True):
-                results[i] = select_properties(per_system, properties)
-        return results
-
 
 def check_properties(requested: Sequence[str], available: Sequence[str], model: str = "this model") -> None:
     """``ValueError`` naming the properties that are unknown or that ``model`` cannot compute."""

@@ -174,6 +174,7 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None, tr
     from atomistic.checkpoint import load_potential
     from atomistic.models.builders import build_potential, mace_architecture
     from atomistic.models.encoders.mace import MACEConfig
+    from atomistic.models.potential import Potential
 
     dtype = torch.float32 if config.dtype == "float32" else torch.float64
     name = Path(config.output).name
@@ -181,6 +182,8 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None, tr
         from atomistic.training.transfer import change_species_cutoffs, extend_species
 
         potential = load_potential(init, dtype=dtype, device=config.resolved_device(), backend=config.backend)
+        if not isinstance(potential, Potential):
+            raise ConfigError(f"--init {init}: a committee is not fine-tuned as one model; pass one of its members")
         new = sorted(set(stats["species"]) - set(potential.atomic_numbers))
         if new:  # new elements start fresh, with E0s from this data
             # E0s of the new elements from this data; zeros when the energy head is dropped anyway

@@ -15,7 +15,7 @@ def list_models(state: ServerState = Depends(get_state)) -> list[ModelInfo]:
 
     out = []
     for name, potential in state.potentials.items():
-        per_species = getattr(potential.encoder.config, "species_cutoffs", None)
+        per_species = potential.species_cutoffs
         out.append(
             ModelInfo(
                 name=name,
@@ -27,7 +27,7 @@ def list_models(state: ServerState = Depends(get_state)) -> list[ModelInfo]:
                 dtype=str(potential.dtype).replace("torch.", ""),
                 device=str(potential.device),
                 backend=potential.metadata.backend,
-                encoder=potential.encoder.name,
+                encoder=potential.encoder_name,
             )
         )
     return out
