@@ -26,17 +26,9 @@ sys.path.insert(0, str(ROOT))
 from atomistic import load_potential  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
 from atomistic.training.metrics import ErrorAccumulator, source_group  # noqa: E402
-from atomistic.training.run import prepare  # noqa: E402
+from atomistic.training.run import prepare, validation_split_key  # noqa: E402
 
 PROPERTIES = ("energy", "forces", "stress")
-
-
-def split_of(config) -> tuple:
-    """What decides a run's validation split."""
-    return (
-        [f.path for f in config.data.train], [f.path for f in config.data.valid],
-        config.seed, config.data.valid_fraction, list(config.data.stratify_by),
-    )
 
 
 def committee_mean(predictions: list[dict]) -> dict:
@@ -69,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"{checkpoint}: no manifest.json (not a checkpoint directory)")
     configs = [config_from_dict(json.loads((c / "manifest.json").read_text())["provenance"]["config"]) for c in args.checkpoints]
     for checkpoint, config in zip(args.checkpoints[1:], configs[1:], strict=True):
-        if split_of(config) != split_of(configs[0]):
+        if validation_split_key(config) != validation_split_key(configs[0]):
             parser.error(f"{checkpoint}: trained on another validation split than {args.checkpoints[0]} (data, seed, valid_fraction or stratify_by differ)")
     _, valid, _ = prepare(configs[0])
     predictions = {}

@@ -18,11 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from atomistic import load_potential  # noqa: E402
+from atomistic.checkpoint import COMMITTEE  # noqa: E402
 from atomistic.data.datasets import read_labelled  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
 from atomistic.training.loop import METRICS_LOG, read_metrics_log, training_hours  # noqa: E402
 from atomistic.training.metrics import ErrorAccumulator, source_group  # noqa: E402
-from atomistic.training.run import prepare  # noqa: E402
+from atomistic.training.run import prepare, validation_split_key  # noqa: E402
 
 MLEARN_BAR = {  # Zuo et al., J. Phys. Chem. A 124, 731 (2020): test-set MAE, best of GAP and MTP
     "Li": (0.49, 0.01),
@@ -84,23 +85,32 @@ def kind_table(kinds: list[tuple[str, str, int, float, float]]) -> str:
 ENCODER_CLASS = {"mace": "MACE-class", "nequip": "NequIP-class"}
 
 
-def limits_text(species: str, encoder: dict, train: list, kinds: list[tuple[str, str, int, float, float]], measured: dict, bar: str) -> str:
-    """The card's known limits, from the model's own configuration, its training data and the
-    held-out errors measured for the card (``kinds``: the rows of ``kind_errors``, empty for a
-    card without them; ``measured``: the metrics of each card row); nothing is typed in by hand."""
-    symbols = species.split()
+def reach_text(species: str, encoder: dict) -> str:
+    """One encoder's cutoffs and depth, e.g. ``a 5 Å cutoff, 3 message-passing layers (receptive
+    field 3 × cutoff)``."""
     cutoffs = encoder.get("species_cutoffs")
     if cutoffs:
-        reach = ", ".join(f"{symbol} {radius:g} Å" for symbol, radius in zip(symbols, cutoffs, strict=True))
+        reach = ", ".join(f"{symbol} {radius:g} Å" for symbol, radius in zip(species.split(), cutoffs, strict=True))
         reach = f"cutoffs per element ({reach})"
     else:
         reach = f"a {encoder['cutoff']:g} Å cutoff"
     # MACE-class: num_layers; NequIP-class: the embedding irreps, then one entry per layer
     depth = encoder.get("num_layers", len(encoder.get("irreps_layers", [None, None])) - 1)
+    return f"{reach}, {depth} message-passing layers (receptive field {depth} × cutoff)"
+
+
+def limits_text(species: str, encoders: dict[str, dict], train: list, kinds: list[tuple[str, str, int, float, float]], measured: dict, bar: str) -> str:
+    """The card's known limits, from the model's own configuration (``encoders``: the encoder
+    config of each member by name, one for a single model), its training data and the
+    held-out errors measured for the card (``kinds``: the rows of ``kind_errors``, empty for a
+    card without them; ``measured``: the metrics of each card row); nothing is typed in by hand."""
+    if len(encoders) == 1:
+        reach = reach_text(species, next(iter(encoders.values())))
+    else:
+        reach = "; ".join(f"`{name}`: {reach_text(species, encoder)}" for name, encoder in encoders.items())
     lines = [
         f"- Elements: {species} only; a structure with any other element is rejected with an error naming the element.",
-        f"- Short-ranged: {reach}, {depth} message-passing layers (receptive field {depth} × cutoff); no explicit "
-        "long-range electrostatics or dispersion beyond it.",
+        f"- Short-ranged: {reach}; no explicit long-range electrostatics or dispersion beyond it.",
     ]
     by_source: dict[str, list] = {}
     for structure in train:  # mlearn files are <element>/training.json: named by their directory
@@ -128,6 +138,41 @@ def limits_text(species: str, encoder: dict, train: list, kinds: list[tuple[str,
     return "\n".join(lines) + "\n"
 
 
+def card_members(directory: Path, manifest: dict) -> dict[str, tuple[float, dict]]:
+    """Name → (weight, manifest) of each member of a committee checkpoint, or of the one model.
+    Exits where a member was trained on another validation split than the first (its training
+    set would hold the others' held-out structures)."""
+    spec = manifest["architecture"].get(COMMITTEE)
+    if spec is None:
+        return {directory.name: (1.0, manifest)}
+    members = {}
+    for relative, weight in zip(spec["members"], spec["weights"], strict=True):
+        members[Path(relative).name] = (weight, json.loads((directory / relative / "manifest.json").read_text()))
+    splits = {name: validation_split_key(config_from_dict(m["provenance"]["config"])) for name, (_, m) in members.items()}
+    first = next(iter(splits.values()))
+    if any(key != first for key in splits.values()):
+        sys.exit(f"{directory}: its members were trained on different validation splits ({', '.join(splits)})")
+    return members
+
+
+def encoder_class(manifest: dict) -> str:
+    return ENCODER_CLASS.get(manifest["architecture"]["encoder"]["name"], "Equivariant")
+
+
+def hyperparameter_text(manifest: dict) -> str:
+    """The encoder, training config, best epoch and training time of one trained checkpoint."""
+    provenance = manifest["provenance"]
+    hours = run_training_hours(Path(provenance["config"]["run_dir"]))
+    # a fine-tune's architecture is the --init checkpoint's (the Encoder line), not the config's model section
+    shown_config = {k: v for k, v in provenance["config"].items() if k != "data" and not (k == "model" and provenance.get("init"))}
+    time_text = f"{hours:.1f} h wall time (sum of the epoch times in the run's metrics log)" if hours else "training time not recorded"
+    return (
+        f"Encoder: {json.dumps(manifest['architecture']['encoder']['config'])}.\n"
+        f"Training config: {json.dumps(shown_config)}.\n"
+        f"Best validation epoch: {provenance['epoch']}; trained {provenance['trained']} on a 2-core CPU; {time_text}."
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("checkpoint")
@@ -136,7 +181,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     directory = Path(args.checkpoint)
     manifest = json.loads((directory / "manifest.json").read_text())
-    provenance = manifest["provenance"]
+    members = card_members(directory, manifest)
+    provenance = next(iter(members.values()))[1]["provenance"]  # the split is every member's
     config = config_from_dict(provenance["config"])
     train, valid, _ = prepare(config)
     potential = load_potential(directory, dtype="float64")
@@ -182,25 +228,33 @@ def main(argv: list[str] | None = None) -> None:
             "\n\nOurs are on a held-out 10 % split of the 300 K training file and on the whole 600 K training "
             "file (a hotter, never-seen distribution), not on the official MD test sets."
         )
-    hours = run_training_hours(Path(provenance["config"]["run_dir"]))
-    # a fine-tune's architecture is the --init checkpoint's (the Encoder line), not the config's model section
-    shown_config = {k: v for k, v in provenance["config"].items() if k != "data" and not (k == "model" and provenance.get("init"))}
-    time_text = f"{hours:.1f} h wall time (sum of the epoch times in the run's metrics log)" if hours else "training time not recorded"
     species = " ".join(__import__("ase.data").data.chemical_symbols[z] for z in manifest["species"])
-    encoder = manifest["architecture"]["encoder"]["config"]
+    if len(members) == 1:
+        summary = f"{encoder_class(manifest)} potential trained by `atomistic train` for {species}."
+        hyperparameters = hyperparameter_text(manifest)
+    else:
+        summary = (
+            f"Committee of {len(members)} potentials trained by `atomistic train` for {species}: it predicts their weighted mean "
+            "and, as `forces_spread` (eV/Å per atom), how far their forces disagree. Members: "
+            + ", ".join(f"`{name}` ({encoder_class(m)}, weight {weight:.2f})" for name, (weight, m) in members.items())
+            + "."
+        )
+        hyperparameters = "\n".join(f"### `{name}`\n{hyperparameter_text(m)}" for name, (_, m) in members.items())
+    fine_tuned = "; ".join(
+        f"{name + ': ' if len(members) > 1 else ''}{m['provenance'].get('init') or '- (trained from scratch)'}" for name, (_, m) in members.items()
+    )
+    e0s = "; ".join(f"{name + ': ' if len(members) > 1 else ''}{m['provenance']['e0s_method']}" for name, (_, m) in members.items())
     card = f"""# Model card: `{directory.name}`
 
-{ENCODER_CLASS.get(manifest["architecture"]["encoder"]["name"], "Equivariant")} potential trained by `atomistic train` for {species}.
+{summary}
 
 ## Data
 {json.dumps(provenance["training_data"])}; validation: {provenance["validation"]} ({provenance["n_valid"]} structures, never trained on);
-{provenance["n_train"]} training structures. E0s: {provenance["e0s_method"]}. Licences: see data/README.md.
-Fine-tuned from: {provenance.get("init") or "- (trained from scratch)"}.
+{provenance["n_train"]} training structures. E0s: {e0s}. Licences: see data/README.md.
+Fine-tuned from: {fine_tuned}.
 
 ## Hyperparameters
-Encoder: {json.dumps(encoder)}.
-Training config: {json.dumps(shown_config)}.
-Best validation epoch: {provenance["epoch"]}; trained {provenance["trained"]} on a 2-core CPU; {time_text}.
+{hyperparameters}
 
 ## Held-out validation metrics (float64, measured by scripts/write_model_card.py)
 {table}
@@ -208,7 +262,7 @@ Best validation epoch: {provenance["epoch"]}; trained {provenance["trained"]} on
 {bar_text}
 
 {f"## Training history{chr(10)}{args.note}{chr(10)}{chr(10)}" if args.note else ""}## Limits
-{limits_text(species, encoder, train, kinds, measured, args.bar)}"""
+{limits_text(species, {name: m["architecture"]["encoder"]["config"] for name, (_, m) in members.items()}, train, kinds, measured, args.bar)}"""
     (directory / "MODEL_CARD.md").write_text(card)
     manifest["metrics"]["validation_by_group"] = measured
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")

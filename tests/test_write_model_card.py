@@ -54,3 +54,41 @@ def test_card_rows_are_the_validation_errors_per_element(tmp_path, capsys):
         assert "Largest held-out force errors" not in limits
     manifest = json.loads((tmp_path / "out" / "card" / "manifest.json").read_text())
     assert set(manifest["metrics"]["validation_by_group"]) == {"Li", "Si"}
+
+
+def test_committee_is_published_and_carded_on_its_members_shared_split(tmp_path, capsys):
+    import pytest
+
+    spec = importlib.util.spec_from_file_location("publish_committee", ROOT / "scripts" / "publish_committee.py")
+    publish_committee = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish_committee)
+    configs = {
+        "a": tiny_training_config(tmp_path, "a", epochs=1),
+        "b": tiny_training_config(tmp_path, "b", epochs=1, model_options="cutoff: 3.5, channels: 8"),
+        "other_split": tiny_training_config(tmp_path, "other_split", epochs=1),
+    }
+    other = tmp_path / "other_split.yaml"
+    other.write_text(other.read_text().replace("seed: 3", "seed: 4"))
+    for config in configs.values():
+        result = CliRunner().invoke(app, ["train", config])
+        assert result.exit_code == 0, result.output
+    out, shipped = tmp_path / "out", tmp_path / "shipped"
+    (out / "b" / "LICENSE.parent").write_text("the parent's terms")
+    with pytest.raises(SystemExit):
+        publish_committee.main(["pair", str(out / "a"), str(out / "other_split"), "--checkpoints", str(shipped)])
+    assert "different validation splits" in capsys.readouterr().err
+    publish_committee.main(["pair", str(out / "a"), str(out / "b"), "--weights", "3", "1", "--checkpoints", str(shipped)])
+    assert (shipped / "pair" / "LICENSE.parent").read_text() == "the parent's terms"
+
+    write_model_card.main([str(shipped / "pair"), "--bar", "mlearn"])
+    card = (shipped / "pair" / "MODEL_CARD.md").read_text()
+    capsys.readouterr()
+    assert "Committee of 2 potentials" in card and "`a` (MACE-class, weight 0.75), `b` (MACE-class, weight 0.25)" in card
+    assert "### `a`\nEncoder:" in card and "### `b`\nEncoder:" in card
+    assert "Short-ranged: `a`: a 4 Å cutoff, 1 message-passing layers" in card and "`b`: a 3.5 Å cutoff" in card
+    _, valid, _ = prepare(load_config(configs["a"]))
+    committee = load_potential(shipped / "pair", dtype="float64")
+    for element in ("Li", "Si"):
+        members = [s for s in valid if f"/{element}/" in s.info["source"]]
+        m = evaluate(committee, members).summary()
+        assert f"| {element} | {len(members)} | {m['energy_mae_mev_per_atom']:.2f} | " in card

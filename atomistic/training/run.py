@@ -106,6 +106,16 @@ def model_options_overridden_by_init(config: TrainConfig, potential) -> list[str
     return differences
 
 
+def validation_split_key(config: TrainConfig) -> tuple:
+    """What decides a run's validation split (its data files, seed, ``valid_fraction`` and
+    ``stratify_by``): runs with equal keys hold out the same structures, so one's validation set
+    is never in another's training set and their errors on it may be compared or combined."""
+    return (
+        [f.path for f in config.data.train], [f.path for f in config.data.valid],
+        config.seed, config.data.valid_fraction, list(config.data.stratify_by),
+    )
+
+
 def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict[str, Any]]:
     data = config.data
     train, valid = _read_files(
