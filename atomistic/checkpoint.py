@@ -260,9 +260,10 @@ def save_committee(
     provenance: dict[str, Any] | None = None,
     metrics: dict[str, Any] | None = None,
 ) -> Path:
-    """Write a committee checkpoint into ``directory``: each member checkpoint's manifest and
-    weights copied into ``members/<its directory name>``, and the committee's manifest. The
-    members are loaded first, so a committee that would not load is never written."""
+    """Write a committee checkpoint into ``directory`` (replacing what is there): each member
+    checkpoint's manifest and weights copied into ``members/<its directory name>``, and the
+    committee's manifest. The members are loaded first, so a committee that would not load is
+    never written, and a member may be the checkpoint that ``directory`` held before."""
     import shutil
 
     from atomistic import __version__
@@ -274,10 +275,12 @@ def save_committee(
         raise CheckpointError(f"committee members need distinct directory names, got {names}")
     committee = Committee([load_potential(s) for s in sources], weights)  # raises on a bad combination
     directory = Path(directory)
-    if directory.exists():
-        shutil.rmtree(directory)
+    # assembled beside the target and moved over it last: a member may live in the directory it replaces
+    staging = directory.with_name(directory.name + ".committee-tmp")
+    if staging.exists():
+        shutil.rmtree(staging)
     for source, member_name in zip(sources, names, strict=True):
-        target = directory / COMMITTEE_MEMBERS / member_name
+        target = staging / COMMITTEE_MEMBERS / member_name
         target.mkdir(parents=True)
         for file in (MANIFEST, WEIGHTS):
             shutil.copy2(source / file, target / file)
@@ -296,7 +299,10 @@ def save_committee(
         "code_version": __version__,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    if directory.exists():
+        shutil.rmtree(directory)
+    os.replace(staging, directory)
     return directory
 
 

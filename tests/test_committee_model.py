@@ -90,6 +90,11 @@ def test_committee_checkpoint_round_trip_and_listing(tmp_path, monkeypatch):
     (got,) = loaded.predict(atoms, properties=["energy", "forces", "forces_spread"])
     for key in expected:
         np.testing.assert_allclose(got[key], expected[key], rtol=0, atol=1e-10)
+    # a committee may replace the checkpoint directory that holds one of its members
+    replaced = save_committee([directories[0], target / "members" / "member1"], target)
+    assert sorted(p.name for p in (replaced / "members").iterdir()) == ["member0", "member1"]
+    (again,) = load_potential(replaced, dtype="float64").predict(atoms, properties=["energy"])
+    assert abs(again["energy"] - expected["energy"]) < 1e-10
     monkeypatch.setenv("ATOMISTIC_CHECKPOINTS", str(tmp_path / "ckpts"))
     result = CliRunner().invoke(app, ["models"])
     assert result.exit_code == 0 and "committee of 2" in result.output

@@ -38,8 +38,8 @@ class AtomisticCalculator(Calculator):
         potential: an already-loaded ``Potential`` to use instead of ``model``.
 
     Units: eV, eV/Å, and stress in eV/Å³ (ASE's Voigt order and sign). A committee model also
-    leaves ``results["forces_spread"]`` (``[n_atoms]`` eV/Å: how far its members' forces disagree).  Several calculators
-    built with the same arguments share one loaded model.
+    leaves ``results["forces_spread"]`` (``[n_atoms]`` eV/Å: how far its members' forces
+    disagree). Several calculators built with the same arguments share one loaded model.
     """
 
     implemented_properties = ["energy", "free_energy", "energies", "forces", "stress"]
