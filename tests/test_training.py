@@ -490,6 +490,27 @@ def test_refit_e0s_recovers_a_constant_per_element_offset(tmp_path):
     assert result.exit_code == 2 and "model.encoder" in result.output and "--init" in result.output
 
 
+def test_resumed_refit_fine_tune_matches_an_uninterrupted_one(tmp_path, monkeypatch):
+    """``model.refit_e0s`` runs once per run: a resumed run takes the refitted E0s from its saved
+    state (no second prediction pass) and ends bit-identical to an uninterrupted run."""
+    assert runner.invoke(app, ["train", _config(tmp_path, "base", epochs=1)]).exit_code == 0
+    base = ["--init", str(tmp_path / "out" / "base")]
+    straight = _config(tmp_path, "straight", epochs=2, model_options="refit_e0s: true")
+    assert runner.invoke(app, ["train", straight, *base]).exit_code == 0
+    interrupted = _config(tmp_path, "interrupted", epochs=2, model_options="refit_e0s: true")
+    first = runner.invoke(app, ["train", interrupted, *base, "--stop-after-epochs", "1"])
+    assert first.exit_code == 0 and "model.refit_e0s: E0s shifted" in first.output
+    from atomistic.training import transfer
+
+    refits = []
+    refit = transfer.refit_reference_energies
+    monkeypatch.setattr(transfer, "refit_reference_energies", lambda *args: refits.append(1) or refit(*args))
+    resumed = runner.invoke(app, ["train", interrupted, *base, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "resumed at epoch 1" in resumed.output and not refits
+    _assert_same_training(tmp_path, "straight", "interrupted", epochs=2)
+
+
 def test_init_with_widen_channels_trains_the_new_channels(tmp_path):
     from atomistic.checkpoint import load_potential
 

@@ -177,10 +177,13 @@ def add_tensor_heads(potential, config: TrainConfig, stats: dict[str, Any]) -> N
         architecture["heads"].pop("energy", None)
 
 
-def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None, train: list[Structure] | None = None):
+def build_model(
+    config: TrainConfig, stats: dict[str, Any], init: str | None, train: list[Structure] | None = None, resuming: bool = False
+):
     """The model to train: ``config.model`` built fresh with the data statistics ``stats``, or,
     with ``init``, that checkpoint changed as the config's transfer options say (``train``, the
-    training structures, is needed only by ``model.refit_e0s``)."""
+    training structures, is needed only by ``model.refit_e0s``; ``resuming``: a saved state
+    will overwrite the weights, so the refit's prediction pass is skipped)."""
     from atomistic.checkpoint import load_potential
     from atomistic.models.builders import build_potential, mace_architecture
     from atomistic.models.encoders.mace import MACEConfig
@@ -213,13 +216,14 @@ def build_model(config: TrainConfig, stats: dict[str, Any], init: str | None, tr
             except ValueError as error:
                 raise ConfigError(f"model.widen_channels (with --init {init}): {error}") from None
         add_tensor_heads(potential, config, stats)
-        if config.model.refit_e0s:  # this data's energy zero (another DFT setup's model)
+        if config.model.refit_e0s and not resuming:  # this data's energy zero (another DFT setup's model)
             from atomistic.training.transfer import refit_reference_energies
 
             try:
                 stats["e0_shift"] = refit_reference_energies(potential, train or [])
             except ValueError as error:
                 raise ConfigError(f"model.refit_e0s (with --init {init}): {error}") from None
+        if config.model.refit_e0s:
             stats["e0_method"] = "the checkpoint's, shifted by a least-squares fit of the training energies' residuals"
         for p in potential.parameters():
             p.requires_grad_(True)
@@ -309,7 +313,8 @@ def train(
         config = backend_of_saved_run(config, run_dir)
     torch.manual_seed(config.seed)
     train_set, valid_set, stats = prepare(config)
-    potential = build_model(config, stats, init, train_set)
+    resuming = resume and (run_dir / "state.pt").exists()
+    potential = build_model(config, stats, init, train_set, resuming=resuming)
     loop_config = TrainingConfig(
         epochs=config.epochs,
         batch_size=config.batch_size,
