@@ -98,6 +98,14 @@ def test_committee_checkpoint_round_trip_and_listing(tmp_path, monkeypatch):
     monkeypatch.setenv("ATOMISTIC_CHECKPOINTS", str(tmp_path / "ckpts"))
     result = CliRunner().invoke(app, ["models"])
     assert result.exit_code == 0 and "committee of 2" in result.output
+    # atomistic eval scores a committee like any model
+    from tests.paths import DATA
+
+    records = json.loads((DATA / "mlearn" / "Si" / "training.json").read_text())[:3]
+    (tmp_path / "si.json").write_text(json.dumps(records))
+    result = CliRunner().invoke(app, ["eval", "pair", str(tmp_path / "si.json"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["n_structures"] == 3
 
 
 def test_committee_refusals(tmp_path):
