@@ -8,7 +8,9 @@ training set would overlap the others' validation set.
 
     python scripts/committee_errors.py checkpoints/mlearn docs/runs/mlearn_v20/best
 
-Prints a Markdown table: energy MAE (meV/atom) / force MAE (eV/Å) per source and model, float64.
+Prints a Markdown table: energy MAE (meV/atom) / force MAE (eV/Å) per source and model, float64;
+then how well the members' per-atom force disagreement (``forces_spread``) ranks the committee's
+per-atom force errors (Spearman ρ, and the error of the atoms with the largest spread).
 """
 
 from __future__ import annotations
@@ -50,6 +52,41 @@ def error_table(valid, predictions_by_model: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
+def forces_spread(predictions: list[dict]) -> np.ndarray:
+    """``[n_atoms]`` eV/Å: the RMS deviation of several models' forces from their mean on each
+    atom (what a committee checkpoint returns as ``forces_spread``, here with equal weights)."""
+    forces = np.stack([np.asarray(p["forces"]) for p in predictions])
+    return np.sqrt(((forces - forces.mean(axis=0)) ** 2).sum(-1).mean(axis=0))
+
+
+def spread_table(valid, member_predictions: list[list[dict]], mean: list[dict]) -> str:
+    """Markdown table: per source group, how well the members' disagreement flags the committee's
+    force errors: the Spearman rank correlation between each atom's ``forces_spread`` and its
+    force error ``|F_mean - F_ref|`` (eV/Å), and the mean error of the tenth of atoms with the
+    largest spread against that of the others."""
+    from scipy.stats import spearmanr
+
+    spread_by_group: dict[str, list] = {}
+    error_by_group: dict[str, list] = {}
+    for i, structure in enumerate(valid):
+        if "forces" not in structure.labels:
+            continue
+        group = source_group(structure)
+        spread_by_group.setdefault(group, []).append(forces_spread([m[i] for m in member_predictions]))
+        error = np.linalg.norm(np.asarray(mean[i]["forces"]) - np.asarray(structure.labels["forces"]), axis=-1)
+        error_by_group.setdefault(group, []).append(error)
+    lines = [
+        "| source | atoms | Spearman ρ (spread, force error) | mean force error (eV/Å), top 10 % spread | the other 90 % |",
+        "|---|---|---|---|---|",
+    ]
+    for group in sorted(spread_by_group):
+        spread, error = np.concatenate(spread_by_group[group]), np.concatenate(error_by_group[group])
+        top = spread >= np.quantile(spread, 0.9)
+        rho = spearmanr(spread, error).statistic
+        lines.append(f"| {group} | {len(spread)} | {rho:.2f} | {error[top].mean():.4f} | {error[~top].mean():.4f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", nargs="+", type=Path, help="checkpoint directories written by atomistic train")
@@ -73,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     predictions["committee (mean)"] = [committee_mean([m[i] for m in members]) for i in range(len(valid))]
     print(f"held-out MAE, energy meV/atom / force eV/Å, {len(valid)} structures, float64")
     print(error_table(valid, predictions))
+    print("\nthe members' force disagreement (forces_spread) against the committee's force error, per atom")
+    print(spread_table(valid, members, predictions["committee (mean)"]))
 
 
 if __name__ == "__main__":
