@@ -2,7 +2,7 @@
 # Train several runs side by side on one CUDA device within a fixed wall time, each over one
 # whole cosine cycle sized to that time:
 #   OUT=out bash scripts/gpu_train.sh MINUTES NAME:INIT [NAME:INIT ...]
-#   e.g. OUT=out bash scripts/gpu_train.sh 8 organic_g256:checkpoints/organic mlearn_g128:checkpoints/mlearn
+#   e.g. OUT=out bash scripts/gpu_train.sh 8 organic_g256:checkpoints/organic mlearn_g128:checkpoints/mlearn-mace
 # NAME is a config in scripts/configs (NAME.yaml, run_dir runs/NAME); INIT the checkpoint given
 # to --init ("-" for none). All runs first train two epochs together (the warm-up, whose learning
 # rate does not depend on the epoch count); from the second epoch's time each run's `epochs` is

@@ -40,10 +40,12 @@ ORGANIC_BAR = """| acac RMSE (published, official test sets) | E 300 K (meV/mole
 
 
 def run_training_hours(run_dir: Path) -> float | None:
-    """Hours of training recorded in ``run_dir/metrics.jsonl`` (each epoch once), if present."""
-    if not (ROOT / run_dir / METRICS_LOG).exists():
-        return None
-    return training_hours(read_metrics_log(ROOT / run_dir))
+    """Hours of training recorded in ``run_dir/metrics.jsonl`` (each epoch once), or in the run's
+    kept record ``docs/runs/<run name>/metrics.jsonl`` where ``run_dir`` is gone; ``None`` if neither."""
+    for directory in (ROOT / run_dir, ROOT / "docs" / "runs" / run_dir.name):
+        if (directory / METRICS_LOG).exists():
+            return training_hours(read_metrics_log(directory))
+    return None
 
 
 def structure_kind(structure) -> str:

@@ -126,7 +126,15 @@ def test_clebsch_gordan_constants_are_rebuilt_not_stored(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("name", "species"), [("mlearn", (3, 14, 32, 42)), ("mlearn-compact", (3, 14, 32, 42)), ("organic", (1, 6, 8)), ("organic-compact", (1, 6, 8))]
+    ("name", "species"),
+    [
+        ("mlearn", (3, 14, 32, 42)),  # a committee of the next two
+        ("mlearn-mace", (3, 14, 32, 42)),
+        ("mlearn-sevennet", (3, 14, 32, 42)),
+        ("mlearn-compact", (3, 14, 32, 42)),
+        ("organic", (1, 6, 8)),
+        ("organic-compact", (1, 6, 8)),
+    ],
 )
 def test_shipped_trained_models_physics(name, species):
     """Every shipped model trained here: equivariance, forces = -dE/dr, stress = strain
