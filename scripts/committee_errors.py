@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from atomistic import load_potential  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
 from atomistic.training.metrics import ErrorAccumulator, source_group  # noqa: E402
-from atomistic.training.run import prepare, validation_split_key  # noqa: E402
+from atomistic.training.run import prepare, validation_split_mismatches  # noqa: E402
 
 PROPERTIES = ("energy", "forces", "stress")
 
@@ -96,11 +96,10 @@ def main(argv: list[str] | None = None) -> None:
     for checkpoint in args.checkpoints:
         if not (checkpoint / "manifest.json").is_file():
             parser.error(f"{checkpoint}: no manifest.json (not a checkpoint directory)")
-    configs = [config_from_dict(json.loads((c / "manifest.json").read_text())["provenance"]["config"]) for c in args.checkpoints]
-    for checkpoint, config in zip(args.checkpoints[1:], configs[1:], strict=True):
-        if validation_split_key(config) != validation_split_key(configs[0]):
-            parser.error(f"{checkpoint}: trained on another validation split than {args.checkpoints[0]} (data, seed, valid_fraction or stratify_by differ)")
-    _, valid, _ = prepare(configs[0])
+    configs = {str(c): config_from_dict(json.loads((c / "manifest.json").read_text())["provenance"]["config"]) for c in args.checkpoints}
+    for checkpoint in validation_split_mismatches(configs)[:1]:
+        parser.error(f"{checkpoint}: trained on another validation split than {args.checkpoints[0]} (data, seed, valid_fraction or stratify_by differ)")
+    _, valid, _ = prepare(configs[str(args.checkpoints[0])])
     predictions = {}
     for checkpoint in args.checkpoints:
         potential = load_potential(checkpoint, dtype="float64")

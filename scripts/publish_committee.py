@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from atomistic.checkpoint import CheckpointError, save_committee  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
-from atomistic.training.run import validation_split_key  # noqa: E402
+from atomistic.training.run import validation_split_mismatches  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -43,13 +43,13 @@ def main(argv: list[str] | None = None) -> None:
         if not (member / "manifest.json").is_file():
             parser.error(f"{member}: no manifest.json (not a checkpoint directory)")
         manifests.append(json.loads((member / "manifest.json").read_text()))
-    splits = {
-        str(member): validation_split_key(config_from_dict(m["provenance"]["config"]))
+    trained = {
+        str(member): config_from_dict(m["provenance"]["config"])
         for member, m in zip(args.members, manifests, strict=True)
         if "config" in m.get("provenance", {})
     }
-    if len({json.dumps(key) for key in splits.values()}) > 1:
-        parser.error(f"members trained on different validation splits: {', '.join(splits)} (data, seed, valid_fraction or stratify_by differ)")
+    if validation_split_mismatches(trained):
+        parser.error(f"members trained on different validation splits: {', '.join(trained)} (data, seed, valid_fraction or stratify_by differ)")
     target = args.checkpoints / args.name
     try:
         save_committee(

@@ -23,7 +23,7 @@ from atomistic.data.datasets import read_labelled  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
 from atomistic.training.loop import METRICS_LOG, read_metrics_log, training_hours  # noqa: E402
 from atomistic.training.metrics import ErrorAccumulator, source_group  # noqa: E402
-from atomistic.training.run import prepare, validation_split_key  # noqa: E402
+from atomistic.training.run import prepare, validation_split_mismatches  # noqa: E402
 
 MLEARN_BAR = {  # Zuo et al., J. Phys. Chem. A 124, 731 (2020): test-set MAE, best of GAP and MTP
     "Li": (0.49, 0.01),
@@ -150,10 +150,8 @@ def card_members(directory: Path, manifest: dict) -> dict[str, tuple[float, dict
     members = {}
     for relative, weight in zip(spec["members"], spec["weights"], strict=True):
         members[Path(relative).name] = (weight, json.loads((directory / relative / "manifest.json").read_text()))
-    splits = {name: validation_split_key(config_from_dict(m["provenance"]["config"])) for name, (_, m) in members.items()}
-    first = next(iter(splits.values()))
-    if any(key != first for key in splits.values()):
-        sys.exit(f"{directory}: its members were trained on different validation splits ({', '.join(splits)})")
+    if validation_split_mismatches({name: config_from_dict(m["provenance"]["config"]) for name, (_, m) in members.items()}):
+        sys.exit(f"{directory}: its members were trained on different validation splits ({', '.join(members)})")
     return members
 
 

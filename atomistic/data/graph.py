@@ -32,6 +32,11 @@ class SpeciesMap:
     def __len__(self) -> int:
         return len(self.atomic_numbers)
 
+    @property
+    def lookup(self) -> np.ndarray:
+        """``[119]`` int64: the species index of each atomic number, -1 where unsupported."""
+        return self._lookup
+
     def index(self, numbers: np.ndarray) -> np.ndarray:
         idx = self._lookup[numbers]
         if (idx < 0).any():

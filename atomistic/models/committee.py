@@ -62,9 +62,7 @@ class Committee(PotentialBase):
         self.metadata = metadata or PotentialMetadata(name="committee", backend=members[0].metadata.backend)
         # each member's species index of each atomic number (members may order species differently)
         for i, member in enumerate(members):
-            lookup = torch.full((119,), -1, dtype=torch.long)
-            lookup[list(member.atomic_numbers)] = torch.arange(len(member.atomic_numbers))
-            self.register_buffer(f"_species_lookup_{i}", lookup, persistent=False)
+            self.register_buffer(f"_species_lookup_{i}", torch.tensor(member.species.lookup), persistent=False)
 
     @property
     def has_energy(self) -> bool:

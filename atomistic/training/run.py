@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,14 @@ def validation_split_key(config: TrainConfig) -> tuple:
         [f.path for f in config.data.train], [f.path for f in config.data.valid],
         config.seed, config.data.valid_fraction, list(config.data.stratify_by),
     )
+
+
+def validation_split_mismatches(configs: Mapping[str, TrainConfig]) -> list[str]:
+    """The names of the runs in ``configs`` (name → config) whose validation split differs from
+    the first run's (:func:`validation_split_key`)."""
+    keys = {name: validation_split_key(config) for name, config in configs.items()}
+    first = next(iter(keys.values()), None)
+    return [name for name, key in keys.items() if key != first]
 
 
 def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict[str, Any]]:
@@ -309,11 +318,11 @@ def train(
         raise ConfigError(f"run_dir '{run_dir}' already holds a run; pass --resume to continue it or choose another run_dir")
     if resume and not (run_dir / "state.pt").exists() and not (run_dir / "config.json").exists():
         raise ConfigError(f"--resume: no run in '{run_dir}' to resume")
-    if resume and (run_dir / "state.pt").exists():
+    resuming = resume and (run_dir / "state.pt").exists()  # from saved epochs, not from the start
+    if resuming:
         config = backend_of_saved_run(config, run_dir)
     torch.manual_seed(config.seed)
     train_set, valid_set, stats = prepare(config)
-    resuming = resume and (run_dir / "state.pt").exists()
     potential = build_model(config, stats, init, train_set, resuming=resuming)
     loop_config = TrainingConfig(
         epochs=config.epochs,
