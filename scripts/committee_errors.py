@@ -97,8 +97,9 @@ def main(argv: list[str] | None = None) -> None:
         if not (checkpoint / "manifest.json").is_file():
             parser.error(f"{checkpoint}: no manifest.json (not a checkpoint directory)")
     configs = {str(c): config_from_dict(json.loads((c / "manifest.json").read_text())["provenance"]["config"]) for c in args.checkpoints}
-    for checkpoint in validation_split_mismatches(configs)[:1]:
-        parser.error(f"{checkpoint}: trained on another validation split than {args.checkpoints[0]} (data, seed, valid_fraction or stratify_by differ)")
+    mismatched = validation_split_mismatches(configs)
+    if mismatched:
+        parser.error(f"{mismatched[0]}: trained on another validation split than {args.checkpoints[0]} (data, seed, valid_fraction or stratify_by differ)")
     _, valid, _ = prepare(configs[str(args.checkpoints[0])])
     predictions = {}
     for checkpoint in args.checkpoints:

@@ -8,7 +8,7 @@
 # element, a validation split stratified by configuration kind, 150 epochs; about 5.4 h of epoch
 # time on one or two threads);
 # checkpoints/mlearn-sevennet (scripts/configs/mlearn_s7b.yaml: checkpoints/sevennet-0 fine-tuned
-# on the same files, weights and split, 150 epochs, about 4.5 h on two threads; kept to Li Si Ge Mo);
+# on the same files, weights and split, 150 epochs, about 4.8 h on two threads; kept to Li Si Ge Mo);
 # checkpoints/mlearn: the committee of the two (their mean; scripts/publish_committee.py).
 # Re-running resumes an interrupted run.
 # The shipped mlearn_v2 weights were trained before the reader put the Mo / Si / Ge AIMD and
