@@ -173,6 +173,16 @@ def hyperparameter_text(manifest: dict) -> str:
     )
 
 
+def init_text(init: str | None, directory: Path) -> str:
+    """The card's "fine-tuned from" entry: the ``--init`` path the run started from, and a word when
+    that path is the card's own directory, which now holds this model rather than its starting point."""
+    if not init:
+        return "- (trained from scratch)"
+    if (ROOT / init).resolve() == directory.resolve() or Path(init).resolve() == directory.resolve():
+        return f"{init} (the model published there before this one, which this one replaced)"
+    return init
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("checkpoint")
@@ -241,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         hyperparameters = "\n".join(f"### `{name}`\n{hyperparameter_text(m)}" for name, (_, m) in members.items())
     fine_tuned = "; ".join(
-        f"{name + ': ' if len(members) > 1 else ''}{m['provenance'].get('init') or '- (trained from scratch)'}" for name, (_, m) in members.items()
+        f"{name + ': ' if len(members) > 1 else ''}{init_text(m['provenance'].get('init'), directory)}" for name, (_, m) in members.items()
     )
     e0s = "; ".join(f"{name + ': ' if len(members) > 1 else ''}{m['provenance']['e0s_method']}" for name, (_, m) in members.items())
     card = f"""# Model card: `{directory.name}`

@@ -92,3 +92,12 @@ def test_committee_is_published_and_carded_on_its_members_shared_split(tmp_path,
         members = [s for s in valid if f"/{element}/" in s.info["source"]]
         m = evaluate(committee, members).summary()
         assert f"| {element} | {len(members)} | {m['energy_mae_mev_per_atom']:.2f} | " in card
+
+
+def test_fine_tuned_from_names_the_start_and_flags_a_start_the_card_now_replaces(tmp_path):
+    published = tmp_path / "checkpoints" / "organic"
+    published.mkdir(parents=True)
+    assert write_model_card.init_text(None, published) == "- (trained from scratch)"
+    assert write_model_card.init_text("runs/organic_w128c/best", published) == "runs/organic_w128c/best"
+    replaced = write_model_card.init_text(str(published), published)
+    assert replaced.startswith(str(published)) and "replaced" in replaced
