@@ -94,10 +94,13 @@ def test_committee_is_published_and_carded_on_its_members_shared_split(tmp_path,
         assert f"| {element} | {len(members)} | {m['energy_mae_mev_per_atom']:.2f} | " in card
 
 
-def test_fine_tuned_from_names_the_start_and_flags_a_start_the_card_now_replaces(tmp_path):
+def test_fine_tuned_from_names_the_start_and_flags_a_start_the_card_now_replaces(tmp_path, monkeypatch):
     published = tmp_path / "checkpoints" / "organic"
     published.mkdir(parents=True)
+    (published / "manifest.json").write_text("{}")
+    monkeypatch.setenv("ATOMISTIC_CHECKPOINTS", str(tmp_path / "checkpoints"))
     assert write_model_card.init_text(None, published) == "- (trained from scratch)"
     assert write_model_card.init_text("runs/organic_w128c/best", published) == "runs/organic_w128c/best"
     replaced = write_model_card.init_text(str(published), published)
     assert replaced.startswith(str(published)) and "replaced" in replaced
+    assert "replaced" in write_model_card.init_text("organic", published)  # --init by model name
