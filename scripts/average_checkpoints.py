@@ -1,9 +1,10 @@
 """Average the weights of several checkpoints of one architecture into a new checkpoint.
 
 Uniform weight averaging (as stochastic weight averaging does over the ends of learning-rate
-cycles): every floating-point tensor becomes the mean of the members' tensors, computed in
-float64; the architecture (species, cutoff, widths), the E0s and every non-floating tensor must
-be identical, or the script refuses and names the first difference. The result keeps the first
+cycles): every trained parameter becomes the mean of the members' values, computed in float64;
+the architecture (species, cutoff, widths) and every buffer (what the data and architecture fix
+rather than training: E0s, scale and shift, coupling coefficients, masks) must be identical, or
+the script refuses and names the first difference. The result keeps the first
 checkpoint's provenance (so ``scripts/write_model_card.py`` finds its validation split), adds
 ``averaged_from``, and drops the members' metrics: measure it afresh.
 
@@ -38,18 +39,13 @@ def average_checkpoints(members: list[str], output: Path) -> Path:
         if manifest["architecture"] != manifests[0]["architecture"]:
             raise CheckpointError(f"'{directory}' has a different architecture from '{directories[0]}'")
     potentials = [load_potential(directory, dtype=torch.float64, backend="reference") for directory in directories]
-    states = [potential.state_dict() for potential in potentials]
-    averaged = {}
-    for key, first in states[0].items():
-        tensors = [state[key] for state in states]
-        if first.is_floating_point() and not key.endswith("e0s"):
-            averaged[key] = torch.stack(tensors).mean(dim=0)
-        elif any(not torch.equal(first, tensor) for tensor in tensors[1:]):
-            raise CheckpointError(f"tensor '{key}' differs between the checkpoints and cannot be averaged")
-        else:
-            averaged[key] = first
-    result = potentials[0]
-    result.load_state_dict(averaged)
+    result, others = potentials[0], potentials[1:]
+    for key, buffer in result.named_buffers():
+        if any(not torch.equal(buffer, other.get_buffer(key)) for other in others):
+            raise CheckpointError(f"buffer '{key}' differs between the checkpoints and cannot be averaged")
+    others_parameters = [dict(other.named_parameters()) for other in others]
+    for key, parameter in result.named_parameters():
+        parameter.copy_(torch.stack([parameter, *(named[key] for named in others_parameters)]).mean(dim=0))
     provenance = dict(manifests[0].get("provenance", {}))
     provenance["averaged_from"] = [str(directory) for directory in directories]
     weights_dtype = getattr(torch, manifests[0].get("weights_dtype", "float32"))
