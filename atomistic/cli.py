@@ -275,6 +275,11 @@ def train(
     max_minutes: Annotated[
         float | None, typer.Option(help="Stop (resumably) after the epoch that passes this wall time in this call.")
     ] = None,
+    run_dir: Annotated[
+        Path | None,
+        typer.Option(help="Replaces the config's run_dir (and its output, with <run-dir>/best), so one config serves several runs."),
+    ] = None,
+    output: Annotated[Path | None, typer.Option(help="Replaces the config's output (the best model's directory).")] = None,
 ) -> None:
     """Train a model; checkpoints, metrics.jsonl and parity plots are written as it goes."""
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -285,6 +290,10 @@ def train(
 
     try:
         settings = load_config(config)
+        if run_dir is not None:
+            settings = dataclasses.replace(settings, run_dir=str(run_dir), output=str(run_dir / "best"))
+        if output is not None:
+            settings = dataclasses.replace(settings, output=str(output))
         # live display: epochs as a fractional bar with the current step and loss; epoch
         # summaries (validation MAE, ETA) print above it and stay in the scroll-back
         columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())

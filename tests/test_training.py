@@ -584,6 +584,23 @@ def test_max_minutes_stops_resumably_after_an_epoch(tmp_path):
     assert state["epoch"] == 1
 
 
+def test_run_dir_option_lets_one_config_serve_several_runs(tmp_path):
+    config = _config(tmp_path, "shared", epochs=1)
+    for name in ("first", "second"):
+        run_dir = tmp_path / "runs" / name
+        result = runner.invoke(app, ["train", config, "--run-dir", str(run_dir)])
+        assert result.exit_code == 0, result.output
+        assert json.loads((run_dir / "config.json").read_text())["run_dir"] == str(run_dir)
+        assert (run_dir / "state.pt").exists() and (run_dir / "best" / "weights.safetensors").exists()
+    assert not (tmp_path / "runs" / "shared").exists() and not (tmp_path / "out" / "shared").exists()
+    result = runner.invoke(app, ["train", config, "--run-dir", str(tmp_path / "runs" / "first")])
+    assert result.exit_code == 2 and "--resume" in result.output  # the replaced run_dir is guarded too
+    elsewhere = tmp_path / "elsewhere"
+    result = runner.invoke(app, ["train", config, "--run-dir", str(tmp_path / "runs" / "third"), "--output", str(elsewhere)])
+    assert result.exit_code == 0, result.output
+    assert (elsewhere / "weights.safetensors").exists() and not (tmp_path / "runs" / "third" / "best").exists()
+
+
 def test_training_hours_counts_each_epoch_once():
     # epoch 2 logged twice (an interrupted run's log): its later line counts, not both
     records = [{"epoch": 1, "seconds": 3600.0}, {"epoch": 2, "seconds": 1800.0}, {"epoch": 2, "seconds": 3600.0}]

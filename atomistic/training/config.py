@@ -8,8 +8,9 @@ backend: auto                # kernel backend: auto (the fused C++ kernel on CPU
                              # with a fused double backward for the force loss; else reference)
                              # | reference | cpu | cueq | triton | e3nn; --resume continues
                              # on the backend the saved epochs ran on
-run_dir: runs/my-model       # state.pt (resume), metrics.jsonl, parity plots
-output: checkpoints/my-model # best model (EMA weights), written as training goes
+run_dir: runs/my-model       # state.pt (resume), metrics.jsonl, parity plots; `atomistic
+                             # train --run-dir DIR` replaces it, and output with DIR/best
+output: checkpoints/my-model # best model (EMA weights), written as training goes (--output)
 epochs: 100
 batch_size: 4                # structures per optimisation step
 data:
