@@ -30,13 +30,10 @@ bash scripts/train_or_resume.sh scripts/configs/organic_v14.yaml --init runs/org
 .venv/bin/python scripts/publish_checkpoint.py runs/organic_v14/best organic-compact
 .venv/bin/python scripts/write_model_card.py checkpoints/organic-compact --bar organic --note "$ORGANIC_COMPACT_NOTE"
 bash scripts/train_or_resume.sh scripts/configs/organic_w128.yaml --init runs/organic_v14/best
-bash scripts/train_or_resume.sh scripts/configs/organic_w128_restart.yaml --run-dir runs/organic_w128b --init runs/organic_w128/best
-bash scripts/train_or_resume.sh scripts/configs/organic_w128_restart.yaml --run-dir runs/organic_w128c --init runs/organic_w128b/best
-bash scripts/train_or_resume.sh scripts/configs/organic_w128_restart.yaml --run-dir runs/organic_w128d --init runs/organic_w128c/best
-bash scripts/train_or_resume.sh scripts/configs/organic_w128_restart.yaml --run-dir runs/organic_w128e --init runs/organic_w128d/best
-bash scripts/train_or_resume.sh scripts/configs/organic_w128_restart.yaml --run-dir runs/organic_w128f --init runs/organic_w128e/best
-bash scripts/train_or_resume.sh scripts/configs/organic_w128_restart.yaml --run-dir runs/organic_w128g --init runs/organic_w128f/best
-bash scripts/train_or_resume.sh scripts/configs/organic_w128_restart.yaml --run-dir runs/organic_w128h --init runs/organic_w128g/best
-bash scripts/train_or_resume.sh scripts/configs/organic_w128_restart.yaml --run-dir runs/organic_w128i --init runs/organic_w128h/best
+previous=organic_w128
+for run in organic_w128{b..i}; do  # warm restarts, each from the previous one's best weights
+    bash scripts/train_or_resume.sh scripts/configs/organic_w128_restart.yaml --run-dir "runs/$run" --init "runs/$previous/best"
+    previous=$run
+done
 .venv/bin/python scripts/publish_checkpoint.py runs/organic_w128i/best organic
 .venv/bin/python scripts/write_model_card.py checkpoints/organic --bar organic --note "$ORGANIC_NOTE"
