@@ -10,10 +10,10 @@
 # the same data (110 epochs, about 1.1 h), published as organic-compact; then organic_w128,
 # organic_v14 widened to 128 channels and trained on (90 epochs, about 1.5 h on two threads), and
 # its warm restarts organic_w128b, organic_w128c, organic_w128d, organic_w128e, organic_w128f,
-# organic_w128g, organic_w128h, organic_w128i and organic_w128j (scripts/configs/organic_w128_restart.yaml, each
-# from the previous one's best in its own run directory; 110 epochs each, about 1.9 h, 2.3 h,
-# 2.6 h, 1.7 h, 1.9 h, 2.0 h, 1.8 h, 1.6 h and 1.4 h on one or two threads), the last published as
-# organic.
+# organic_w128g, organic_w128h, organic_w128i and organic_w128j
+# (scripts/configs/organic_w128_restart.yaml, each from the previous one's best in its own run
+# directory; 110 epochs each, about 1.9 h, 2.3 h, 2.6 h, 1.7 h, 1.9 h, 2.0 h, 1.8 h, 1.6 h and
+# 1.4 h on one or two threads), the last published as organic.
 # Re-running resumes an interrupted run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
