@@ -58,6 +58,21 @@ def test_periodic_structures_are_refused():
         support_errors.shortest_pair_distances(crystal)
 
 
+def _pools_within_rounding(whole: float, inside: float, outside: float, half_unit: float = 0.05) -> bool:
+    """Whether RMSEs printed to one decimal can be ``whole² = (inside² + outside²) / 2``.
+
+    Each printed figure stands for a value within ``half_unit`` of it, so the check asks whether
+    the interval of possible ``whole²`` meets the interval of possible mean squares.
+    """
+    def low(x: float) -> float:
+        return max(x - half_unit, 0.0) ** 2
+
+    def high(x: float) -> float:
+        return (x + half_unit) ** 2
+
+    return low(whole) <= (high(inside) + high(outside)) / 2 and high(whole) >= (low(inside) + low(outside)) / 2
+
+
 def test_main_splits_the_rmse_into_inside_and_outside(tmp_path, capsys):
     acac = ROOT / "data" / "botnet" / "acac"
     ase.io.write(tmp_path / "train.xyz", ase.io.read(acac / "train_300K.xyz", ":"))
@@ -71,9 +86,9 @@ def test_main_splits_the_rmse_into_inside_and_outside(tmp_path, capsys):
     energy, force = ([float(x) for x in re.findall(r"[0-9.]+|nan", cell)] for cell in row.split(" | ")[1:3])
     n_outside = int(re.search(r"(\d+) outside", printed).group(1))
     assert n_outside == 1  # frame 0 lies inside the whole 300 K file's support
-    # the whole-file RMSE pools the inside and outside ones (one structure each; printed rounding)
-    assert energy[0] ** 2 == pytest.approx((energy[1] ** 2 + energy[2] ** 2) / 2, rel=2e-2)
-    assert force[0] ** 2 == pytest.approx((force[1] ** 2 + force[2] ** 2) / 2, rel=2e-2)
+    # the whole-file RMSE pools the inside and outside ones (one structure each)
+    assert _pools_within_rounding(*energy)
+    assert _pools_within_rounding(*force)
     assert force[2] > force[1]  # the compressed O-H bond is the larger error
     worst = [line for line in printed.splitlines() if ": structure " in line]
     assert len(worst) == 1 and "structure 1: force RMSE" in worst[0] and "H–O" in worst[0]
