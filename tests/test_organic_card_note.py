@@ -1,0 +1,124 @@
+"""scripts/organic_card_note.py: the `organic` card's training history from the lineage table,
+and the table against the shipped checkpoint and the kept run logs."""
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from atomistic.training.loop import read_metrics_log, training_hours
+from tests.paths import ROOT
+
+spec = importlib.util.spec_from_file_location("organic_card_note", ROOT / "scripts" / "organic_card_note.py")
+organic_card_note = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = organic_card_note  # its dataclass looks its module up
+spec.loader.exec_module(organic_card_note)
+
+HEADER = (
+    "name,stage_hours,paused,validation_energy,validation_force,hot_energy,hot_force,"
+    "outside_acac_force,inside_acac_force,outside_all_force,inside_all_force,remark\n"
+)
+
+
+def write_table(path, lines):
+    path.write_text(HEADER + "".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def small_lineage(tmp_path):
+    return write_table(
+        tmp_path / "lineage.csv",
+        [
+            'organic_v3,,,2.0,10.9,7.3,51.2,,,,,"32 channels, l ≤ 1"',
+            "organic_v6,2.2,,,,,,,,,,",
+            "organic_w128,1.5,yes,1.1,7.1,5.8,30.0,47.7,24.4,77.9,24.6,",
+            "organic_w128b,1.9,,1.1,6.8,5.6,29.4,46.9,23.9,76.9,24.0,",
+            "organic_w128c,2.3,,1.04,6.64,5.6,29.1,46.5,23.6,76.3,23.7,",
+            "organic_w128d,,,,,,,,,,,a 60-epoch cycle",
+            "organic_w128e,1.7,yes,0.96,6.44,5.449,28.66,45.7,23.2,75.2,23.4,",
+        ],
+    )
+
+
+def test_note_lists_ranges_hours_and_figures(tmp_path):
+    note = organic_card_note.organic_note(organic_card_note.read_lineage(small_lineage(tmp_path)))
+    assert note.startswith(
+        "`organic_w128e`: the last of three warm restarts of `organic_w128`, `organic_w128b` to `organic_w128c` "
+        "and `organic_w128e` (`organic_w128d`, a 60-epoch cycle, was not kept), each "
+    )
+    assert "(for this one `--run-dir runs/organic_w128e --init runs/organic_w128c/best`)" in note
+    assert (
+        "Training time in all: 2.2 h + 1.5 h + 1.9 h + 2.3 h + 1.7 h (sums of epoch times; for `organic_w128` and "
+        "`organic_w128e` less the time their metrics logs count inside an epoch paused for a test run)"
+    ) in note
+    # figures to one decimal; the restart before this one is named as the one shipped before it
+    assert (
+        "`organic_v3` (32 channels, l ≤ 1) 2.0 and 10.9, 7.3 and 51.2; `organic_w128` 1.1 and 7.1, 5.8 and 30.0; "
+        "`organic_w128b` 1.1 and 6.8, 5.6 and 29.4; `organic_w128c` (shipped as `organic` before this one) "
+        "1.0 and 6.6, 5.6 and 29.1."
+    ) in note
+    earlier = note.split("600 K file): ")[1].split(". The ethanol")[0]
+    assert "organic_v6" not in earlier and "organic_w128e" not in earlier  # no figures; the model itself
+    assert (
+        "on them the force RMSE is 45.7 meV/Å for this model, 46.5 for `organic_w128c`, 46.9 for `organic_w128b` "
+        "and 47.7 for `organic_w128`, and on the other 409 it is 23.2, 23.6, 23.9 and 24.4"
+    ) in note
+    assert (
+        "this model's force RMSE is 75.2 meV/Å against 23.4 on the rest (`organic_w128c`: 76.3 and 23.7; "
+        "`organic_w128b`: 76.9 and 24.0; `organic_w128`: 77.9 and 24.6)"
+    ) in note
+
+
+def test_stages_option_lists_the_kept_restarts(tmp_path, capsys):
+    organic_card_note.main(["--lineage", str(small_lineage(tmp_path)), "--stages"])
+    assert capsys.readouterr().out.split() == ["organic_w128b", "organic_w128c", "organic_w128e"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["organic_w128,1.5,,1.1,7.1,5.8,30.0,,,,,", "organic_w128b,fast,,1.1,6.8,5.6,29.4,,,,,"], "column stage_hours is 'fast'"),
+        (["organic_w128,1.5,maybe,,,,,,,,,"], "column paused is 'maybe'"),
+        (["organic_w128b,1.5,,,,,,,,,,", "organic_v3,,,2.0,10.9,7.3,51.2,,,,,"], "the last row must be"),
+    ],
+)
+def test_bad_table_names_row_and_column(tmp_path, lines, message):
+    with pytest.raises(SystemExit, match=message):
+        organic_card_note.read_lineage(write_table(tmp_path / "bad.csv", lines))
+
+
+def test_newest_model_without_support_figures_is_refused(tmp_path):
+    path = write_table(
+        tmp_path / "lineage.csv",
+        ["organic_w128b,1.9,,1.1,6.8,5.6,29.4,46.9,23.9,76.9,24.0,", "organic_w128c,2.3,,1.0,6.6,5.6,29.1,,,,,"],
+    )
+    with pytest.raises(SystemExit, match="organic_w128c has no support figures"):
+        organic_card_note.organic_note(organic_card_note.read_lineage(path))
+
+
+def test_shipped_table_matches_the_checkpoint_and_the_kept_run_logs():
+    rows = organic_card_note.read_lineage()
+    restarts = [row for row in rows if row.is_restart and row.is_stage]
+    newest, previous = restarts[-1], restarts[-2]
+    manifest = json.loads((ROOT / "checkpoints" / "organic" / "manifest.json").read_text())
+    assert manifest["provenance"]["config"]["run_dir"] == f"runs/{newest.name}"
+    assert manifest["provenance"]["init"] == f"runs/{previous.name}/best"
+    validation = manifest["metrics"]["validation_by_group"]["acac"]
+    assert validation["energy_rmse_mev_per_structure"] == pytest.approx(newest.figures["validation_energy"], abs=5e-4)
+    assert validation["force_rmse_mev_per_ang"] == pytest.approx(newest.figures["validation_force"], abs=5e-4)
+    for row in rows:
+        run = ROOT / "docs" / "runs" / row.name
+        if not row.is_stage or not (run / "metrics.jsonl").exists():
+            continue
+        hours = training_hours(read_metrics_log(run))
+        if row.paused:  # the recorded hours leave out a pause the log counts
+            assert row.stage_hours <= round(hours, 1), row.name
+        else:
+            assert row.stage_hours == round(hours, 1), row.name
+    assert all((ROOT / "docs" / "runs" / row.name / "config.json").exists() for row in restarts)
+
+
+def test_card_note_of_shipped_organic_is_the_generated_one():
+    card = (ROOT / "checkpoints" / "organic" / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert organic_card_note.organic_note(organic_card_note.read_lineage()) in card
