@@ -115,11 +115,15 @@ def join_words(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def kept_restarts(rows: list[LineageRow]) -> list[LineageRow]:
+    """The warm restarts of ``organic_w128`` that are stages of the chain, in training order."""
+    return [row for row in rows if row.is_restart and row.is_stage]
+
+
 def restart_ranges(rows: list[LineageRow]) -> tuple[list[LineageRow], str, list[LineageRow]]:
     """The kept restarts, their runs of consecutive names as text (``a`` to ``c`` and ``e``), and
     the restarts that were not kept."""
     family = [row for row in rows if row.is_restart]
-    kept = [row for row in family if row.is_stage]
     runs: list[list[LineageRow]] = [[]]
     for row in family:
         if row.is_stage:
@@ -127,7 +131,7 @@ def restart_ranges(rows: list[LineageRow]) -> tuple[list[LineageRow], str, list[
         elif runs[-1]:
             runs.append([])
     spans = [code(run[0].name) if len(run) == 1 else f"{code(run[0].name)} to {code(run[-1].name)}" for run in runs if run]
-    return kept, join_words(spans), [row for row in family if not row.is_stage]
+    return kept_restarts(rows), join_words(spans), [row for row in family if not row.is_stage]
 
 
 def one_decimal(value: float) -> str:
@@ -136,8 +140,12 @@ def one_decimal(value: float) -> str:
 
 def organic_note(rows: list[LineageRow]) -> str:
     """The card note for the last row of ``rows``."""
-    model, previous = rows[-1], [row for row in rows if row.is_restart and row.is_stage][-2]
     kept, spans, dropped = restart_ranges(rows)
+    # the run this one started from: the restart before it, or for the first one the widened model
+    parents = [row for row in rows if row.name == WIDENED_FROM] + kept[:-1]
+    if not parents:
+        raise SystemExit(f"{LINEAGE.name}: no row for {WIDENED_FROM}, the model the first restart starts from")
+    model, previous = rows[-1], parents[-1]
     count = NUMBER_WORDS[len(kept)] if len(kept) < len(NUMBER_WORDS) else str(len(kept))
     not_kept = "".join(f" ({code(row.name)}, {row.remark}, was not kept)" for row in dropped)
     paused = [code(row.name) for row in rows if row.is_stage and row.paused]
@@ -215,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rows = read_lineage(args.lineage)
     if args.stages:
-        print("\n".join(row.name for row in rows if row.is_restart and row.is_stage))
+        print("\n".join(row.name for row in kept_restarts(rows)))
         return
     print(organic_note(rows))
 

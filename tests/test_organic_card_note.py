@@ -99,7 +99,7 @@ def test_newest_model_without_support_figures_is_refused(tmp_path):
 
 def test_shipped_table_matches_the_checkpoint_and_the_kept_run_logs():
     rows = organic_card_note.read_lineage()
-    restarts = [row for row in rows if row.is_restart and row.is_stage]
+    restarts = organic_card_note.kept_restarts(rows)
     newest, previous = restarts[-1], restarts[-2]
     manifest = json.loads((ROOT / "checkpoints" / "organic" / "manifest.json").read_text())
     assert manifest["provenance"]["config"]["run_dir"] == f"runs/{newest.name}"
@@ -122,3 +122,13 @@ def test_shipped_table_matches_the_checkpoint_and_the_kept_run_logs():
 def test_card_note_of_shipped_organic_is_the_generated_one():
     card = (ROOT / "checkpoints" / "organic" / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert organic_card_note.organic_note(organic_card_note.read_lineage()) in card
+
+
+def test_first_restart_starts_from_the_widened_model(tmp_path):
+    path = write_table(
+        tmp_path / "lineage.csv",
+        ["organic_w128,1.5,,1.1,7.1,5.8,30.0,47.7,24.4,77.9,24.6,", "organic_w128b,1.9,,1.1,6.8,5.6,29.4,46.9,23.9,76.9,24.0,"],
+    )
+    note = organic_card_note.organic_note(organic_card_note.read_lineage(path))
+    assert note.startswith("`organic_w128b`: ")
+    assert "--init runs/organic_w128/best`" in note
