@@ -17,7 +17,9 @@ them; an empty cell means "not listed"):
   outside / inside the acac 300 K distance support; ``outside_all_force`` / ``inside_all_force``:
   the same against the acac + ethanol + methanol support.
 - ``remark``: a parenthesis after the name in the list of earlier models; for a restart without
-  ``stage_hours``, what it was (it is named as not kept).
+  ``stage_hours``, what it was (it is named as not kept). A kept restart whose remark begins with
+  ``not shipped`` is a stage of the chain that was never published as ``organic``: the note names
+  the last row before the model without that remark as the one shipped before it.
 
 The last row is the model the note describes: the last warm restart of ``organic_w128``, run by
 ``scripts/configs/organic_w128_restart.yaml`` from the row before it in the restart family.
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LINEAGE = ROOT / "docs" / "runs" / "organic_lineage.csv"
 RESTART_FAMILY = re.compile(r"organic_w128[a-z]$")  # warm restarts of organic_w128
 WIDENED_FROM = "organic_w128"
+NOT_SHIPPED = "not shipped"  # how a remark marks a kept stage that was never published
 FIGURE_COLUMNS = (
     "validation_energy",
     "validation_force",
@@ -69,6 +72,11 @@ class LineageRow:
     @property
     def is_stage(self) -> bool:
         return self.stage_hours is not None
+
+    @property
+    def was_shipped(self) -> bool:
+        """Whether the row can have been the published `organic` (its remark does not say otherwise)."""
+        return not self.remark.startswith(NOT_SHIPPED)
 
 
 def _number(text: str, column: str, name: str) -> float | None:
@@ -146,6 +154,7 @@ def organic_note(rows: list[LineageRow]) -> str:
     if not parents:
         raise SystemExit(f"{LINEAGE.name}: no row for {WIDENED_FROM}, the model the first restart starts from")
     model, previous = rows[-1], parents[-1]
+    shipped_before = next((row for row in reversed(parents) if row.was_shipped), None)
     count = NUMBER_WORDS[len(kept)] if len(kept) < len(NUMBER_WORDS) else str(len(kept))
     not_kept = "".join(f" ({code(row.name)}, {row.remark}, was not kept)" for row in dropped)
     paused = [code(row.name) for row in rows if row.is_stage and row.paused]
@@ -158,7 +167,7 @@ def organic_note(rows: list[LineageRow]) -> str:
         if f["validation_energy"] is None:
             continue
         remarks = [row.remark] if row.remark else []
-        if row is previous:
+        if row is shipped_before:
             remarks.append("shipped as `organic` before this one")
         label = code(row.name) + (f" ({'; '.join(remarks)})" if remarks else "")
         earlier.append(

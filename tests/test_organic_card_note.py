@@ -70,6 +70,26 @@ def test_note_lists_ranges_hours_and_figures(tmp_path):
     ) in note
 
 
+def test_stage_never_shipped_is_not_named_as_the_shipped_one(tmp_path):
+    path = write_table(
+        tmp_path / "lineage.csv",
+        [
+            "organic_w128,1.5,,1.1,7.1,5.8,30.0,47.7,24.4,77.9,24.6,",
+            "organic_w128b,1.9,,1.1,6.8,5.6,29.4,46.9,23.9,76.9,24.0,",
+            "organic_w128c,1.4,,1.0,6.7,5.7,29.5,47.0,23.8,77.0,23.9,not shipped: its 600 K figures did not improve",
+            "organic_w128d,1.4,,1.0,6.6,5.6,29.3,46.8,23.7,76.8,23.8,",
+        ],
+    )
+    note = organic_card_note.organic_note(organic_card_note.read_lineage(path))
+    # the run still starts from the stage before it, but the one published before it is named
+    assert "(for this one `--run-dir runs/organic_w128d --init runs/organic_w128c/best`)" in note
+    assert "three warm restarts of `organic_w128`, `organic_w128b` to `organic_w128d`, each" in note
+    assert (
+        "`organic_w128b` (shipped as `organic` before this one) 1.1 and 6.8, 5.6 and 29.4; "
+        "`organic_w128c` (not shipped: its 600 K figures did not improve) 1.0 and 6.7, 5.7 and 29.5."
+    ) in note
+
+
 def test_stages_option_lists_the_kept_restarts(tmp_path, capsys):
     organic_card_note.main(["--lineage", str(small_lineage(tmp_path)), "--stages"])
     assert capsys.readouterr().out.split() == ["organic_w128b", "organic_w128c", "organic_w128e"]
