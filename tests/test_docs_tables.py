@@ -12,9 +12,7 @@ import pytest
 
 from tests.paths import ROOT
 
-MARKDOWN_FILES = sorted(
-    [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
-)
+MARKDOWN_FILES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 
 
 def count_cells(row: str) -> int:
@@ -62,8 +60,6 @@ def test_ragged_row_is_found():
     assert ragged_rows(table) == ["line 3: 5 columns, header at line 1 has 2"]
 
 
-@pytest.mark.parametrize(
-    "path", MARKDOWN_FILES, ids=lambda path: str(path.relative_to(ROOT))
-)
+@pytest.mark.parametrize("path", MARKDOWN_FILES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_tables_keep_their_column_count(path: Path):
     assert ragged_rows(path.read_text(encoding="utf-8")) == []
