@@ -334,19 +334,31 @@ def evaluate_command(
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     dtype: Annotated[str, typer.Option(help="float64 or float32.")] = "float64",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    energy_key: Annotated[str, typer.Option(help="extxyz info key of the reference energy (eV), e.g. REF_energy.")] = "energy",
+    forces_key: Annotated[str, typer.Option(help="extxyz arrays key of the reference forces (eV/Å).")] = "forces",
+    stress_key: Annotated[str, typer.Option(help="extxyz info key of the reference stress (eV/Å³).")] = "stress",
 ) -> None:
     """Energy (meV/atom), force (eV/Å) and stress (GPa) errors per file and overall; for
-    crystal-tensor models, Fnorm, EwT 25/10/5 % and (elastic) VRH bulk/shear modulus MAE."""
+    crystal-tensor models, Fnorm, EwT 25/10/5 % and (elastic) VRH bulk/shear modulus MAE.
+    Labels a file lacks are left out of its figures; a file with none is reported on stderr."""
     from atomistic.checkpoint import load_potential
-    from atomistic.data.convert import read_structures
+    from atomistic.data.convert import LabelKeys, missing_labels_message, read_structures
     from atomistic.training.metrics import ErrorAccumulator, evaluate
 
+    label_keys = LabelKeys(energy=energy_key, forces=forces_key, stress=stress_key)
     try:
         potential = load_potential(model, device=device, dtype=dtype)
         overall = ErrorAccumulator()
         per_file = {}
         for path in data:
-            errors = evaluate(potential, read_structures(path))
+            structures = read_structures(path, label_keys=label_keys)
+            if structures and not any(s.labels for s in structures):
+                typer.echo(
+                    f"warning: {missing_labels_message(path, structures, label_keys)} "
+                    "(pass --energy-key / --forces-key / --stress-key)",
+                    err=True,
+                )
+            errors = evaluate(potential, structures)
             per_file[str(path)] = errors.summary()
             overall.extend(errors)
     except (ValueError, FileNotFoundError) as err:

@@ -59,7 +59,8 @@ def test_eval_json_per_file_and_missing_labels(tmp_path):
     unlabeled = Path(__file__).resolve().parent.parent / "atomistic" / "examples" / "structures.extxyz"
     result = runner.invoke(app, ["eval", "mlearn-small", str(sample), str(unlabeled), "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
+    assert f"warning: '{unlabeled}' holds no labels" in result.stderr
     keys = {"energy_mae_mev_per_atom", "energy_rmse_mev_per_atom", "force_mae_ev_per_ang",
             "force_rmse_ev_per_ang", "stress_mae_gpa", "n_structures"}
     assert keys <= set(report) and set(report["per_file"]) == {str(sample), str(unlabeled)}
@@ -69,6 +70,34 @@ def test_eval_json_per_file_and_missing_labels(tmp_path):
     predictions = load_potential("mlearn-small").predict(structures)
     expected = 1000 * np.mean([abs(p["energy"] - s.labels["energy"]) / len(s) for s, p in zip(structures, predictions, strict=True)])
     assert report["energy_mae_mev_per_atom"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_eval_reads_labels_under_the_keys_given(tmp_path):
+    import ase.io
+
+    from .paths import DATA
+
+    frames = ase.io.read(DATA / "botnet" / "acac" / "train_300K.xyz", index=":3")
+    plain = tmp_path / "plain.xyz"
+    ase.io.write(plain, frames, format="extxyz")
+    for atoms in frames:
+        atoms.info["REF_energy"] = atoms.get_potential_energy()
+        atoms.arrays["REF_forces"] = atoms.get_forces()
+        atoms.calc = None
+    renamed = tmp_path / "ref.xyz"
+    ase.io.write(renamed, frames, format="extxyz")
+    expected = runner.invoke(app, ["eval", "organic", str(plain), "--json"])
+    assert expected.exit_code == 0, expected.output
+    result = runner.invoke(app, ["eval", "organic", str(renamed), "--json", "--energy-key", "REF_energy", "--forces-key", "REF_forces"])
+    assert result.exit_code == 0, result.output
+    got, want = json.loads(result.stdout), json.loads(expected.stdout)
+    for key in ("energy_mae_mev_per_atom", "force_rmse_ev_per_ang"):
+        assert got[key] == pytest.approx(want[key], rel=1e-12) and got[key] is not None
+    # without the keys the file has no labels: said on stderr, the JSON on stdout stays valid
+    unkeyed = runner.invoke(app, ["eval", "organic", str(renamed), "--json"])
+    assert unkeyed.exit_code == 0, unkeyed.output
+    assert json.loads(unkeyed.stdout)["energy_mae_mev_per_atom"] is None
+    assert "holds no labels" in unkeyed.stderr and "'REF_energy'" in unkeyed.stderr and "--energy-key" in unkeyed.stderr
 
 
 def test_predict_output_files_and_properties(tmp_path):

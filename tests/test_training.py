@@ -155,6 +155,9 @@ CONFIG_ERRORS = [
      "model.refit_e0s: re-fits the energy head's E0s; model.energy_head is false"),
     # entries that begin with `data:` replace the default data section
     ("data: {train: [a.json], info_weights: [group]}", "data.info_weights: expected a mapping"),
+    ("data: {train: [a.json], label_keys: [REF_energy]}", "data.label_keys: expected a mapping"),
+    ("data: {train: [a.json], label_keys: {virials: REF_virials}}", "data.label_keys.virials: unknown label; allowed: energy, forces, stress"),
+    ("data: {train: [a.json], label_keys: {energy: 3}}", "data.label_keys.energy: expected the name of an info or arrays key, got 3"),
     ("data: {train: [a.json], info_weights: {group: Surface}}",
      "data.info_weights.group: expected a non-empty mapping of value to factor, got 'Surface'"),
     ("data: {train: [a.json], info_weights: {group: {Surface: -1}}}",
@@ -205,6 +208,34 @@ def test_info_weights_multiply_the_loss_weights_of_matching_training_structures(
         prepare(with_weights({"groups": {group: 4.0}}))
     with pytest.raises(ConfigError, match=rf"data.info_weights.group: no training structure has group = 'surfaces'; the values present: \['{group}'\]"):
         prepare(with_weights({"group": {"surfaces": 4.0}}))
+
+
+def test_label_keys_read_labels_stored_under_other_names(tmp_path):
+    import ase.io
+
+    frames = ase.io.read(DATA / "botnet" / "acac" / "train_300K.xyz", index=":6")
+    for atoms in frames:  # MACE's convention: the reference labels as REF_*, no ASE-named labels
+        atoms.info["REF_energy"] = atoms.get_potential_energy()
+        atoms.arrays["REF_forces"] = atoms.get_forces()
+        atoms.calc = None
+    renamed = tmp_path / "ref.xyz"
+    ase.io.write(renamed, frames, format="extxyz")
+    plain = tmp_path / "plain.xyz"
+    ase.io.write(plain, ase.io.read(DATA / "botnet" / "acac" / "train_300K.xyz", index=":6"), format="extxyz")
+    config = load_config(_config(tmp_path, "keys", extra=""))
+
+    def with_file(path, **label_keys):
+        data = dataclasses.replace(config.data, train=(dataclasses.replace(config.data.train[0], path=str(path)),), label_keys=label_keys)
+        return dataclasses.replace(config, data=data)
+
+    expected_train, expected_valid, _ = prepare(with_file(plain))
+    train, valid, _ = prepare(with_file(renamed, energy="REF_energy", forces="REF_forces"))
+    for got, want in zip([*train, *valid], [*expected_train, *expected_valid], strict=True):
+        assert got.labels["energy"] == want.labels["energy"]
+        np.testing.assert_array_equal(got.labels["forces"], want.labels["forces"])
+    # without the keys nothing is labelled: an error that names the file, the keys and a candidate
+    with pytest.raises(ConfigError, match=r"data.train\[0\]: '.*ref.xyz' holds no labels: no energy under info\['energy'\].*'REF_energy'.*data.label_keys"):
+        prepare(with_file(renamed))
 
 
 def test_per_file_valid_fraction_and_max_structures(tmp_path):

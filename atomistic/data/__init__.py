@@ -1,6 +1,7 @@
 """Structures in: conversion, validation, neighbour lists and batched graphs."""
 
 from atomistic.data.convert import (
+    LabelKeys,
     Structure,
     StructureError,
     UnsupportedFormatError,
@@ -16,6 +17,7 @@ from atomistic.data.neighbors import neighbor_list
 
 __all__ = [
     "AtomicGraph",
+    "LabelKeys",
     "SpeciesMap",
     "Structure",
     "StructureError",

@@ -172,19 +172,48 @@ def _check_min_distance(structure: Structure, index: int | None, min_distance: f
 # --------------------------------------------------------------------------------------
 
 
-def _structure_from_ase(atoms: Atoms, index: int | None) -> Structure:
+@dataclasses.dataclass(frozen=True)
+class LabelKeys:
+    """Where a labelled frame (extxyz, or ASE ``Atoms``) keeps its reference values: the energy
+    (eV) and stress (eV/Å³, Voigt or 3x3) under these names in ``atoms.info`` and the forces
+    ([n_atoms, 3], eV/Å) in ``atoms.arrays``, or in the attached calculator's results. The
+    defaults are ASE's names; files written for MACE often use ``REF_energy``, ``REF_forces``
+    and ``REF_stress``. Whatever the names in the file, the labels are ``energy``, ``forces``
+    and ``stress`` on the :class:`Structure`."""
+
+    energy: str = "energy"
+    forces: str = "forces"
+    stress: str = "stress"
+
+
+def missing_labels_message(source: str | os.PathLike, structures: Sequence[Structure], label_keys: LabelKeys | None) -> str:
+    """Why the frames of ``source`` carry no labels: the keys they were looked for under, and the
+    numeric info keys of the first frame (where a differently named energy usually is)."""
+    keys = label_keys or LabelKeys()
+    first = structures[0].info if structures else {}
+    numeric = sorted(k for k, v in first.items() if isinstance(v, int | float) and not isinstance(v, bool) and k != "frame")
+    return (
+        f"'{source}' holds no labels: no energy under info['{keys.energy}'], no forces under "
+        f"arrays['{keys.forces}'], no stress under info['{keys.stress}']"
+        + (f"; its first structure's numeric info keys are {numeric}" if numeric else "")
+    )
+
+
+def _structure_from_ase(atoms: Atoms, index: int | None, label_keys: LabelKeys | None = None) -> Structure:
+    keys = label_keys or LabelKeys()
     labels: dict[str, Any] = {}
     calc = atoms.calc
     results = dict(getattr(calc, "results", {}) or {})
-    if "energy" in results:
-        labels["energy"] = float(results["energy"])
-    elif "energy" in atoms.info:
-        labels["energy"] = float(atoms.info["energy"])
-    if "forces" in results:
-        labels["forces"] = np.asarray(results["forces"], dtype=np.float64)
-    elif "forces" in atoms.arrays:
-        labels["forces"] = np.asarray(atoms.arrays["forces"], dtype=np.float64)
-    stress = results.get("stress", atoms.info.get("stress"))
+    energy = results.get(keys.energy, atoms.info.get(keys.energy))
+    if energy is not None:
+        try:
+            labels["energy"] = float(energy)
+        except (TypeError, ValueError):
+            raise StructureError(index, keys.energy, f"expected one number (eV), got {energy!r}") from None
+    forces = results.get(keys.forces, atoms.arrays.get(keys.forces))
+    if forces is not None:
+        labels["forces"] = np.asarray(forces, dtype=np.float64)
+    stress = results.get(keys.stress, atoms.info.get(keys.stress))
     if stress is not None:
         labels["stress"] = _stress_to_matrix(np.asarray(stress, dtype=np.float64), index)
     for key in TENSOR_KEYS:  # ASE's extxyz reader puts some (dielectric_tensor) into calculator results
@@ -389,8 +418,12 @@ def guess_format(path: str | os.PathLike) -> str:
     )
 
 
-def read_structures(path: str | os.PathLike, format: str | None = None) -> list[Structure]:
-    """Read every structure of a file, with any labels it holds (unvalidated)."""
+def read_structures(
+    path: str | os.PathLike, format: str | None = None, label_keys: LabelKeys | None = None
+) -> list[Structure]:
+    """Read every structure of a file, with any labels it holds (unvalidated); ``label_keys``
+    names the info / arrays keys of the labels in files that ASE reads (default: ASE's names).
+    mlearn JSON files keep theirs under ``outputs`` and ignore ``label_keys``."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such structure file: '{path}'")
@@ -399,11 +432,14 @@ def read_structures(path: str | os.PathLike, format: str | None = None) -> list[
         from atomistic.data.datasets import read_mlearn_json
 
         return read_mlearn_json(path)
-    return parse_structures(path.read_text(), fmt, source=str(path))
+    return parse_structures(path.read_text(), fmt, source=str(path), label_keys=label_keys)
 
 
-def parse_structures(text: str, format: str, source: str = "<text>") -> list[Structure]:
-    """Parse structures from the text of a file in ``format`` (extxyz, xyz, cif, poscar, mlearn-json)."""
+def parse_structures(
+    text: str, format: str, source: str = "<text>", label_keys: LabelKeys | None = None
+) -> list[Structure]:
+    """Parse structures from the text of a file in ``format`` (extxyz, xyz, cif, poscar,
+    mlearn-json); ``label_keys`` as in :func:`read_structures`."""
     import ase.io
 
     fmt = format.lower()
@@ -423,6 +459,6 @@ def parse_structures(text: str, format: str, source: str = "<text>") -> list[Str
         frames = [frames]
     structures = []
     for i, atoms in enumerate(frames):
-        s = _structure_from_ase(atoms, i)
+        s = _structure_from_ase(atoms, i, label_keys)
         structures.append(dataclasses.replace(s, info={**s.info, "source": source, "frame": i}))
     return structures

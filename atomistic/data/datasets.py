@@ -23,7 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from atomistic.data.convert import Structure, StructureError, as_structure, read_structures
+from atomistic.data.convert import (
+    LabelKeys,
+    Structure,
+    StructureError,
+    as_structure,
+    read_structures,
+)
 from atomistic.units import KBAR_TO_EV_PER_ANG3
 
 # (element, group) of the published mlearn records whose ``virial_stress`` lists the shear
@@ -124,13 +130,16 @@ def read_mlearn_json(path: str | os.PathLike) -> list[Structure]:
     return structures_from_mlearn_records(records, source=str(path))
 
 
-def read_labelled(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Structure]:
-    """Read labelled structures from one or more extxyz / mlearn JSON files."""
+def read_labelled(
+    paths: str | os.PathLike | Sequence[str | os.PathLike], label_keys: LabelKeys | None = None
+) -> list[Structure]:
+    """Read labelled structures from one or more extxyz / mlearn JSON files (``label_keys``:
+    the names of an extxyz file's labels, see :class:`~atomistic.data.convert.LabelKeys`)."""
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     structures: list[Structure] = []
     for path in paths:
-        structures.extend(read_structures(Path(path)))
+        structures.extend(read_structures(Path(path), label_keys=label_keys))
     return structures
 
 

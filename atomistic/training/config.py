@@ -34,6 +34,10 @@ data:
                              # loss weight of its file multiplied by the factor (the factors of
                              # several keys multiply); validation metrics stay unweighted
   isolated_atoms: null       # extxyz of single atoms: E0s from it (else least squares)
+  label_keys: {}             # where the extxyz files (isolated_atoms included) keep their labels,
+                             # e.g. {energy: REF_energy, forces: REF_forces, stress: REF_stress}
+                             # (MACE's convention); an unlisted label keeps ASE's name (energy in
+                             # info, forces in arrays, stress in info); mlearn JSON ignores it
 model:                       # with --init, the checkpoint's architecture (the run's log names the
                              # fields below that differ from it); only species_cutoffs,
                              # widen_channels, refit_e0s, energy_head and tensor_heads act on it
@@ -118,6 +122,7 @@ from typing import Any
 import torch
 import yaml
 
+from atomistic.data.convert import LabelKeys
 from atomistic.kernels import available_backends
 from atomistic.keys import TENSOR_KEYS
 from atomistic.training.losses import TERM_WEIGHT_NAMES, WEIGHT_NORMALISATIONS
@@ -160,6 +165,12 @@ class DataConfig:
     stratify_by: tuple[str, ...] = ()
     info_weights: dict = dataclasses.field(default_factory=dict)  # {info key: {value: factor}}
     isolated_atoms: str | None = None
+    label_keys: dict = dataclasses.field(default_factory=dict)  # {energy|forces|stress: key in the file}
+
+    @property
+    def labels(self) -> LabelKeys:
+        """``label_keys`` as the reader takes them (unlisted labels under ASE's names)."""
+        return LabelKeys(**self.label_keys)
 
     @functools.cached_property
     def info_weights_by_text(self) -> dict[str, dict[str, float]]:
@@ -411,6 +422,13 @@ def _check(config: TrainConfig) -> TrainConfig:
                 raise ConfigError(f"data.train[{k}].valid_fraction: applies only when data.valid is empty (no split is made)")
             if not 0.0 <= entry.valid_fraction < 1.0:
                 raise ConfigError(f"data.train[{k}].valid_fraction: must be null or in [0, 1)")
+    if not isinstance(config.data.label_keys, dict):
+        raise ConfigError("data.label_keys: expected a mapping such as {energy: REF_energy, forces: REF_forces}")
+    for label, key in config.data.label_keys.items():
+        if label not in ("energy", "forces", "stress"):
+            raise ConfigError(f"data.label_keys.{label}: unknown label; allowed: energy, forces, stress")
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"data.label_keys.{label}: expected the name of an info or arrays key, got {key!r}")
     if not isinstance(config.data.info_weights, dict):
         raise ConfigError("data.info_weights: expected a mapping of info key to {value: factor}")
     for key, by_value in config.data.info_weights.items():

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from ase.data import chemical_symbols
 
-from atomistic.data.convert import Structure
+from atomistic.data.convert import LabelKeys, Structure, missing_labels_message
 from atomistic.data.datasets import read_labelled, stratified_split
 from atomistic.training.config import ConfigError, TrainConfig
 from atomistic.training.loop import Trainer, TrainingConfig
@@ -29,18 +29,31 @@ from atomistic.training.statistics import (
 
 
 def _read_files(
-    files, seed: int, valid_fraction: float | None, stratify_by: tuple[str, ...] = (), info_factor=None
+    files,
+    seed: int,
+    valid_fraction: float | None,
+    stratify_by: tuple[str, ...] = (),
+    info_factor=None,
+    label_keys: LabelKeys | None = None,
+    section: str = "train",
 ) -> tuple[list[Structure], list[Structure]]:
-    """Read files with their loss weights (per term; each multiplied by ``info_factor(info)`` of the
-    structure when given), each cut to its ``max_structures`` (a seeded subset in file order);
-    split each one (seeded, the same generator state for every file; stratified by the info keys
-    ``stratify_by`` when given) when a fraction is given: the file's own ``valid_fraction`` when
-    it has one, else ``valid_fraction``."""
+    """Read files (their labels under ``label_keys``) with their loss weights (per term; each
+    multiplied by ``info_factor(info)`` of the structure when given), each cut to its
+    ``max_structures`` (a seeded subset in file order); split each one (seeded, the same generator
+    state for every file; stratified by the info keys ``stratify_by`` when given) when a fraction
+    is given: the file's own ``valid_fraction`` when it has one, else ``valid_fraction``. A file
+    with no labelled structure is a :class:`ConfigError` (``data.<section>[k]``)."""
     train, valid = [], []
-    for entry in files:
+    for k, entry in enumerate(files):
         weights = {"loss_weight": entry.weight, **{f"loss_weight_{term}": w for term, w in entry.term_weights().items()}}
+        read = read_labelled(entry.path, label_keys)
+        if read and not any(s.labels for s in read):
+            raise ConfigError(
+                f"data.{section}[{k}]: {missing_labels_message(entry.path, read, label_keys)}"
+                " (set data.label_keys, e.g. {energy: REF_energy, forces: REF_forces})"
+            )
         structures = []
-        for s in read_labelled(entry.path):
+        for s in read:
             factor = 1.0 if info_factor is None else info_factor(s.info)
             structures.append(dataclasses.replace(s, info={**s.info, **{k: w * factor for k, w in weights.items()}}))
         if entry.max_structures is not None and entry.max_structures < len(structures):
@@ -59,10 +72,10 @@ def _read_files(
     return train, valid
 
 
-def isolated_atom_energies(path: str) -> dict[int, float]:
+def isolated_atom_energies(path: str, label_keys: LabelKeys | None = None) -> dict[int, float]:
     """E0 per element from a file of single-atom structures with energies (eV)."""
     energies = {}
-    for s in read_labelled(path):
+    for s in read_labelled(path, label_keys):
         if len(s) == 1 and "energy" in s.labels:
             energies[int(s.numbers[0])] = float(s.labels["energy"])
     if not energies:
@@ -128,10 +141,11 @@ def validation_split_mismatches(configs: Mapping[str, TrainConfig]) -> list[str]
 def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict[str, Any]]:
     data = config.data
     train, valid = _read_files(
-        data.train, config.seed, None if data.valid else data.valid_fraction, data.stratify_by, data.info_factor
+        data.train, config.seed, None if data.valid else data.valid_fraction, data.stratify_by, data.info_factor,
+        label_keys=data.labels,
     )
     if data.valid:
-        valid, _ = _read_files(data.valid, config.seed, None)
+        valid, _ = _read_files(data.valid, config.seed, None, label_keys=data.labels, section="valid")
     for key, by_text in data.info_weights_by_text.items():  # a typo would otherwise weigh nothing
         present = sorted({str(s.info[key]) for s in train if key in s.info})
         absent = [value for value in by_text if value not in present]
@@ -153,7 +167,7 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
     }
     if config.model.energy_head:
         if data.isolated_atoms:
-            table = isolated_atom_energies(data.isolated_atoms)
+            table = isolated_atom_energies(data.isolated_atoms, data.labels)
             missing = [z for z in species if z not in table]
             if missing:
                 raise ConfigError(f"data.isolated_atoms: no energy for atomic numbers {missing}")
