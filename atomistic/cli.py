@@ -352,12 +352,8 @@ def evaluate_command(
         per_file = {}
         for path in data:
             structures = read_structures(path, label_keys=label_keys)
-            if structures and not any(s.labels for s in structures):
-                typer.echo(
-                    f"warning: {missing_labels_message(path, structures, label_keys)} "
-                    "(pass --energy-key / --forces-key / --stress-key)",
-                    err=True,
-                )
+            if missing := missing_labels_message(path, structures, label_keys):
+                typer.echo(f"warning: {missing} (pass --energy-key / --forces-key / --stress-key)", err=True)
             errors = evaluate(potential, structures)
             per_file[str(path)] = errors.summary()
             overall.extend(errors)

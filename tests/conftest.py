@@ -94,3 +94,21 @@ schedule: {{kind: cosine, warmup_epochs: 1}}
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
     return str(path)
+
+
+def write_acac_with_ref_keys(directory, count: int):
+    """The first ``count`` acac 300 K frames written twice as extxyz: ``plain.xyz`` with ASE's
+    label names and ``ref.xyz`` with the same labels only as ``REF_energy`` / ``REF_forces``
+    (MACE's convention). Returns (plain, renamed) paths."""
+    import ase.io
+
+    frames = ase.io.read(DATA / "botnet" / "acac" / "train_300K.xyz", index=f":{count}")
+    plain = directory / "plain.xyz"
+    ase.io.write(plain, frames, format="extxyz")
+    for atoms in frames:
+        atoms.info["REF_energy"] = atoms.get_potential_energy()
+        atoms.arrays["REF_forces"] = atoms.get_forces()
+        atoms.calc = None
+    renamed = directory / "ref.xyz"
+    ase.io.write(renamed, frames, format="extxyz")
+    return plain, renamed

@@ -73,19 +73,9 @@ def test_eval_json_per_file_and_missing_labels(tmp_path):
 
 
 def test_eval_reads_labels_under_the_keys_given(tmp_path):
-    import ase.io
+    from .conftest import write_acac_with_ref_keys
 
-    from .paths import DATA
-
-    frames = ase.io.read(DATA / "botnet" / "acac" / "train_300K.xyz", index=":3")
-    plain = tmp_path / "plain.xyz"
-    ase.io.write(plain, frames, format="extxyz")
-    for atoms in frames:
-        atoms.info["REF_energy"] = atoms.get_potential_energy()
-        atoms.arrays["REF_forces"] = atoms.get_forces()
-        atoms.calc = None
-    renamed = tmp_path / "ref.xyz"
-    ase.io.write(renamed, frames, format="extxyz")
+    plain, renamed = write_acac_with_ref_keys(tmp_path, 3)
     expected = runner.invoke(app, ["eval", "organic", str(plain), "--json"])
     assert expected.exit_code == 0, expected.output
     result = runner.invoke(app, ["eval", "organic", str(renamed), "--json", "--energy-key", "REF_energy", "--forces-key", "REF_forces"])

@@ -211,17 +211,9 @@ def test_info_weights_multiply_the_loss_weights_of_matching_training_structures(
 
 
 def test_label_keys_read_labels_stored_under_other_names(tmp_path):
-    import ase.io
+    from .conftest import write_acac_with_ref_keys
 
-    frames = ase.io.read(DATA / "botnet" / "acac" / "train_300K.xyz", index=":6")
-    for atoms in frames:  # MACE's convention: the reference labels as REF_*, no ASE-named labels
-        atoms.info["REF_energy"] = atoms.get_potential_energy()
-        atoms.arrays["REF_forces"] = atoms.get_forces()
-        atoms.calc = None
-    renamed = tmp_path / "ref.xyz"
-    ase.io.write(renamed, frames, format="extxyz")
-    plain = tmp_path / "plain.xyz"
-    ase.io.write(plain, ase.io.read(DATA / "botnet" / "acac" / "train_300K.xyz", index=":6"), format="extxyz")
+    plain, renamed = write_acac_with_ref_keys(tmp_path, 6)  # the reference labels as REF_* only
     config = load_config(_config(tmp_path, "keys", extra=""))
 
     def with_file(path, **label_keys):

@@ -186,12 +186,16 @@ class LabelKeys:
     stress: str = "stress"
 
 
-def missing_labels_message(source: str | os.PathLike, structures: Sequence[Structure], label_keys: LabelKeys | None) -> str:
-    """Why the frames of ``source`` carry no labels: the keys they were looked for under, and the
-    numeric info keys of the first frame (where a differently named energy usually is)."""
+def missing_labels_message(source: str | os.PathLike, structures: Sequence[Structure], label_keys: LabelKeys | None) -> str | None:
+    """``None`` when some frame of ``source`` carries a label; else why none does: the keys they were
+    looked for under, and the numeric info keys of the first frame (where a differently named
+    energy usually is). An empty file is not reported."""
+    if not structures or any(s.labels for s in structures):
+        return None
     keys = label_keys or LabelKeys()
-    first = structures[0].info if structures else {}
-    numeric = sorted(k for k, v in first.items() if isinstance(v, int | float) and not isinstance(v, bool) and k != "frame")
+    numeric = sorted(
+        k for k, v in structures[0].info.items() if isinstance(v, int | float) and not isinstance(v, bool) and k != "frame"
+    )
     return (
         f"'{source}' holds no labels: no energy under info['{keys.energy}'], no forces under "
         f"arrays['{keys.forces}'], no stress under info['{keys.stress}']"

@@ -424,9 +424,10 @@ def _check(config: TrainConfig) -> TrainConfig:
                 raise ConfigError(f"data.train[{k}].valid_fraction: must be null or in [0, 1)")
     if not isinstance(config.data.label_keys, dict):
         raise ConfigError("data.label_keys: expected a mapping such as {energy: REF_energy, forces: REF_forces}")
+    labels = [field.name for field in dataclasses.fields(LabelKeys)]
     for label, key in config.data.label_keys.items():
-        if label not in ("energy", "forces", "stress"):
-            raise ConfigError(f"data.label_keys.{label}: unknown label; allowed: energy, forces, stress")
+        if label not in labels:
+            raise ConfigError(f"data.label_keys.{label}: unknown label; allowed: {', '.join(labels)}")
         if not isinstance(key, str) or not key:
             raise ConfigError(f"data.label_keys.{label}: expected the name of an info or arrays key, got {key!r}")
     if not isinstance(config.data.info_weights, dict):

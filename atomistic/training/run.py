@@ -47,11 +47,8 @@ def _read_files(
     for k, entry in enumerate(files):
         weights = {"loss_weight": entry.weight, **{f"loss_weight_{term}": w for term, w in entry.term_weights().items()}}
         read = read_labelled(entry.path, label_keys)
-        if read and not any(s.labels for s in read):
-            raise ConfigError(
-                f"data.{section}[{k}]: {missing_labels_message(entry.path, read, label_keys)}"
-                " (set data.label_keys, e.g. {energy: REF_energy, forces: REF_forces})"
-            )
+        if missing := missing_labels_message(entry.path, read, label_keys):
+            raise ConfigError(f"data.{section}[{k}]: {missing} (set data.label_keys, e.g. {{energy: REF_energy, forces: REF_forces}})")
         structures = []
         for s in read:
             factor = 1.0 if info_factor is None else info_factor(s.info)
