@@ -8,11 +8,13 @@ measured here on its validation split and the published comparison tables.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
+from ase.data import chemical_symbols
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,6 +41,137 @@ ORGANIC_BAR = """| acac RMSE (published, official test sets) | E 300 K (meV/mole
 | NequIP | 0.81 | 5.90 | 6.04 | 27.8 |"""
 
 
+DATA_README = ROOT / "data" / "README.md"
+# How the card names the encoder settings (keys of the checkpoint's encoder config); a key not
+# listed here is shown as it is spelled in the config.
+ENCODER_LABELS = {
+    "species": "elements",
+    "cutoff": "cutoff (Å)",
+    "species_cutoffs": "cutoff per element (Å)",
+    "cutoff_on": "cutoff switching starts at (Å)",
+    "cutoff_function": "cutoff function",
+    "num_bessel": "radial Bessel functions",
+    "envelope_exponent": "cutoff envelope exponent",
+    "max_ell": "edge spherical harmonics, l ≤",
+    "sh_lmax": "edge spherical harmonics, l ≤",
+    "channels": "channels",
+    "hidden_lmax": "hidden features, l ≤",
+    "irreps_layers": "node features per layer (irreps)",
+    "num_layers": "message-passing layers",
+    "correlation": "correlation order of the symmetric contraction",
+    "radial_hidden": "radial MLP hidden widths",
+    "radial_activation": "radial MLP activation",
+    "avg_num_neighbors": "average neighbour count (message normalisation)",
+    "conv_denominator": "message normalisation per layer",
+    "species_radial": "radial functions per element pair",
+    "parity": "parity-aware features",
+    "self_connection": "self-connection",
+    "scalar_activation": "scalar activation (by parity: e even, o odd)",
+    "gate_activation": "gate activation (by parity)",
+}
+
+
+NORMALISATION_TEXT = {  # loss.weight_normalisation
+    "batch": "per-file weights averaged within each batch",
+    "dataset": "per-file weights normalised over the whole training set",
+}
+
+
+def data_sources(readme: Path = DATA_README) -> dict[str, str]:
+    """Path prefix under ``data/`` → its "source and licence" cell, from the tables of
+    ``data/README.md`` (first cell the folder or file in backticks, last cell its source and
+    licence; a ``{Si,Ge}`` pattern in the first cell matches every file under the part before it)."""
+    sources = {}
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("`"):
+            sources[cells[0].strip("`").split("{")[0]] = cells[-1]
+    return sources
+
+
+def source_of(path: str, sources: dict[str, str]) -> str:
+    """The source and licence of a training file (``data/...``) from the ``data_sources`` table:
+    the entry with the longest matching prefix, or a dash for a file that is not bundled."""
+    relative = Path(path).as_posix().removeprefix("data/")
+    matches = [prefix for prefix in sources if relative.startswith(prefix)]
+    return sources[max(matches, key=len)] if matches else "-"
+
+
+def weight_text(entry: dict) -> str:
+    """A training file's loss weights: its weight, and each term's own weight where it has one."""
+    terms = [f"{term} {entry[f'{term}_weight']:g}" for term in ("energy", "forces", "stress") if entry.get(f"{term}_weight") is not None]
+    return f"{entry['weight']:g}" + (f" ({', '.join(terms)})" if terms else "")
+
+
+def data_table(training_data: list[dict], train: list, valid: list) -> str:
+    """One row per training file: the structures trained on and held out, its loss weights and
+    where it comes from, with its licence (``data/README.md``)."""
+    sources = data_sources()
+
+    def count(structures: list, path: str) -> int:
+        return sum(Path(s.info.get("source", "")) == Path(path) for s in structures)
+
+    lines = ["| file | trained on | held out | loss weight | source and licence |", "|---|---|---|---|---|"]
+    lines += [
+        f"| `{entry['path']}` | {count(train, entry['path'])} | {count(valid, entry['path'])} | {weight_text(entry)} | {source_of(entry['path'], sources)} |"
+        for entry in training_data
+    ]
+    return "\n".join(lines)
+
+
+def encoder_value(key: str, value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key == "species":
+        return " ".join(chemical_symbols[z] for z in value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(encoder_value("", item) for item in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {encoder_value('', v)}" for k, v in value.items())
+    return str(value).replace("|", "/")
+
+
+def encoder_table(encoder: dict, n_parameters: int) -> str:
+    """The encoder's settings as a two-column table, with its parameter count."""
+    lines = ["| encoder | |", "|---|---|", f"| parameters | {n_parameters:,} |".replace(",", " ")]
+    for key, value in encoder.items():
+        if key == "species_cutoffs" and len(value) == len(encoder.get("species", ())):
+            value = {chemical_symbols[z]: radius for z, radius in zip(encoder["species"], value, strict=True)}
+        lines.append(f"| {ENCODER_LABELS.get(key, key)} | {encoder_value(key, value)} |")
+    return "\n".join(lines)
+
+
+def training_table(config: dict) -> str:
+    """The training recipe (optimiser, schedule, loss) as a two-column table; ``config`` is a whole
+    training config (every option present, as ``dataclasses.asdict`` of a ``TrainConfig`` gives)."""
+    optimizer, schedule, loss, stage_two = config["optimizer"], config["schedule"], config["loss"], config.get("stage_two") or {}
+    if schedule["kind"] == "cosine":
+        schedule_text = (f"cosine from {optimizer['learning_rate']:g} after {schedule['warmup_epochs']} warm-up epoch{'' if schedule['warmup_epochs'] == 1 else 's'}, "
+                         f"down to {schedule['min_lr_ratio']:g} × the peak")
+    else:
+        schedule_text = (f"{schedule['kind']} from {optimizer['learning_rate']:g} (factor {schedule['plateau_factor']:g}, "
+                         f"patience {schedule['plateau_patience']} epochs)")
+    kind = "MSE" if loss["kind"] == "mse" else f"{loss['kind'].capitalize()} (δ {loss['huber_delta']:g})"
+    weights = f"energy per atom {loss['energy']:g}, forces {loss['forces']:g}, stress {loss['stress']:g}"
+    second = [f"{term} {stage_two[term]:g}" for term in ("energy", "forces", "stress", "tensors") if stage_two.get(term) is not None]
+    rows = [
+        ("epochs", f"{config['epochs']} (best validation epoch kept)"),
+        ("batch size", f"{config['batch_size']} structures"),
+        ("precision", config["dtype"]),
+        ("optimiser", f"AdamW{' (AMSGrad)' if optimizer['amsgrad'] else ''}, weight decay {optimizer['weight_decay']:g}"),
+        ("learning rate", schedule_text),
+        ("EMA of weights", f"decay {optimizer['ema_decay']:g}"),
+        ("gradient clipping", f"norm {optimizer['grad_clip']:g}"),
+        ("loss", f"{kind}; weights {weights}; {NORMALISATION_TEXT.get(loss['weight_normalisation'], loss['weight_normalisation'])}"),
+    ]
+    if stage_two.get("start_epoch") is not None and second:
+        rows.append(("second stage", f"from epoch {stage_two['start_epoch']}: {', '.join(second)}"))
+    rows += [("early stopping", f"after {config['early_stopping_patience']} epochs without a lower validation loss"), ("seed", str(config["seed"]))]
+    return "\n".join(["| training | |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)])
+
+
 def run_training_hours(run_dir: Path) -> float | None:
     """Hours of training recorded in ``run_dir/metrics.jsonl`` (each epoch once), or in the run's
     kept record ``docs/runs/<run name>/metrics.jsonl`` where ``run_dir`` is gone; ``None`` if neither."""
@@ -46,6 +179,13 @@ def run_training_hours(run_dir: Path) -> float | None:
         if (directory / METRICS_LOG).exists():
             return training_hours(read_metrics_log(directory))
     return None
+
+
+def recorded_training_hours(provenance: dict) -> float | None:
+    """Hours of training of a checkpoint: from its run's metrics log (``run_training_hours``), else
+    as its manifest recorded them when the log was there (``provenance["training_hours"]``)."""
+    hours = run_training_hours(Path(provenance["config"]["run_dir"]))
+    return hours if hours is not None else provenance.get("training_hours")
 
 
 def structure_kind(structure) -> str:
@@ -155,21 +295,30 @@ def card_members(directory: Path, manifest: dict) -> dict[str, tuple[float, dict
     return members
 
 
+def member_parameters(directory: Path, manifest: dict, name: str) -> int:
+    """Parameter count of the committee member ``name`` of the checkpoint at ``directory``."""
+    relative = next(r for r in manifest["architecture"][COMMITTEE]["members"] if Path(r).name == name)
+    return sum(w.numel() for w in load_potential(directory / relative).parameters())
+
+
 def encoder_class(manifest: dict) -> str:
     return ENCODER_CLASS.get(manifest["architecture"]["encoder"]["name"], "Equivariant")
 
 
-def hyperparameter_text(manifest: dict) -> str:
-    """The encoder, training config, best epoch and training time of one trained checkpoint."""
+def hyperparameter_text(manifest: dict, n_parameters: int) -> str:
+    """The encoder, training recipe, best epoch and training time of one trained checkpoint, and
+    its whole training configuration."""
     provenance = manifest["provenance"]
-    hours = run_training_hours(Path(provenance["config"]["run_dir"]))
-    # a fine-tune's architecture is the --init checkpoint's (the Encoder line), not the config's model section
+    hours = recorded_training_hours(provenance)
+    # a fine-tune's architecture is the --init checkpoint's (the encoder table), not the config's model section
     shown_config = {k: v for k, v in provenance["config"].items() if k != "data" and not (k == "model" and provenance.get("init"))}
     time_text = f"{hours:.1f} h wall time (sum of the epoch times in the run's metrics log)" if hours else "training time not recorded"
     return (
-        f"Encoder: {json.dumps(manifest['architecture']['encoder']['config'])}.\n"
-        f"Training config: {json.dumps(shown_config)}.\n"
-        f"Best validation epoch: {provenance['epoch']}; trained {provenance['trained']} on a 2-core CPU; {time_text}."
+        f"{encoder_table(manifest['architecture']['encoder']['config'], n_parameters)}\n\n"
+        f"{training_table(dataclasses.asdict(config_from_dict(provenance['config'])))}\n\n"
+        f"Best validation epoch: {provenance['epoch']}; trained {provenance['trained']} on a 2-core CPU; {time_text}.\n\n"
+        "<details><summary>Whole training configuration (<code>atomistic train</code>, data section in the Data table)</summary>\n\n"
+        f"```json\n{json.dumps(shown_config)}\n```\n</details>"
     )
 
 
@@ -243,10 +392,10 @@ def main(argv: list[str] | None = None) -> None:
             "\n\nOurs are on a held-out 10 % split of the 300 K training file and on the whole 600 K training "
             "file (a hotter, never-seen distribution), not on the official MD test sets."
         )
-    species = " ".join(__import__("ase.data").data.chemical_symbols[z] for z in manifest["species"])
+    species = " ".join(chemical_symbols[z] for z in manifest["species"])
     if len(members) == 1:
         summary = f"{encoder_class(manifest)} potential trained by `atomistic train` for {species}."
-        hyperparameters = hyperparameter_text(manifest)
+        hyperparameters = hyperparameter_text(manifest, sum(w.numel() for w in potential.parameters()))
     else:
         summary = (
             f"Committee of {len(members)} potentials trained by `atomistic train` for {species}: it predicts their weighted mean "
@@ -254,7 +403,9 @@ def main(argv: list[str] | None = None) -> None:
             + ", ".join(f"`{name}` ({encoder_class(m)}, weight {weight:.2f})" for name, (weight, m) in members.items())
             + "."
         )
-        hyperparameters = "\n".join(f"### `{name}`\n{hyperparameter_text(m)}" for name, (_, m) in members.items())
+        hyperparameters = "\n\n".join(
+            f"### `{name}`\n{hyperparameter_text(m, member_parameters(directory, manifest, name))}" for name, (_, m) in members.items()
+        )
     fine_tuned = "; ".join(
         f"{name + ': ' if len(members) > 1 else ''}{init_text(m['provenance'].get('init'), directory)}" for name, (_, m) in members.items()
     )
@@ -264,9 +415,10 @@ def main(argv: list[str] | None = None) -> None:
 {summary}
 
 ## Data
-{json.dumps(provenance["training_data"])}; validation: {provenance["validation"]} ({provenance["n_valid"]} structures, never trained on);
-{provenance["n_train"]} training structures. E0s: {e0s}. Licences: see data/README.md.
-Fine-tuned from: {fine_tuned}.
+{data_table(provenance["training_data"], train, valid)}
+
+Validation: {provenance["validation"]} ({provenance["n_valid"]} structures, never trained on); {provenance["n_train"]} training
+structures in all. E0s: {e0s}. Fine-tuned from: {fine_tuned}. Sources and licences in full: `data/README.md`.
 
 ## Hyperparameters
 {hyperparameters}
@@ -280,6 +432,8 @@ Fine-tuned from: {fine_tuned}.
 {limits_text(species, {name: m["architecture"]["encoder"]["config"] for name, (_, m) in members.items()}, train, kinds, measured, args.bar)}"""
     (directory / "MODEL_CARD.md").write_text(card)
     manifest["metrics"]["validation_by_group"] = measured
+    if len(members) == 1 and (hours := recorded_training_hours(manifest["provenance"])) is not None:
+        manifest["provenance"]["training_hours"] = round(hours, 3)  # kept for when the run's log is gone
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     print(card)
 

@@ -41,6 +41,16 @@ def small_lineage(tmp_path):
     )
 
 
+def table_rows(note):
+    """The lineage table's rows of a note, by model name: the cells after the name."""
+    rows = {}
+    for line in note.splitlines():
+        if line.startswith("| `") or line.startswith("| **`"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            rows[cells[0].strip("*`")] = cells[1:]
+    return rows
+
+
 def test_note_lists_ranges_hours_and_figures(tmp_path):
     note = organic_card_note.organic_note(organic_card_note.read_lineage(small_lineage(tmp_path)))
     assert note.startswith(
@@ -49,25 +59,19 @@ def test_note_lists_ranges_hours_and_figures(tmp_path):
     )
     assert "(for this one `--run-dir runs/organic_w128e --init runs/organic_w128c/best`)" in note
     assert (
-        "Training time in all: 2.2 h + 1.5 h + 1.9 h + 2.3 h + 1.7 h (sums of epoch times; for `organic_w128` and "
+        "Training time in all: 9.6 h over 5 stages (sums of epoch times; for `organic_w128` and "
         "`organic_w128e` less the time their metrics logs count inside an epoch paused for a test run)"
     ) in note
-    # figures to one decimal; the restart before this one is named as the one shipped before it
-    assert (
-        "`organic_v3` (32 channels, l ≤ 1) 2.0 and 10.9, 7.3 and 51.2; `organic_w128` 1.1 and 7.1, 5.8 and 30.0; "
-        "`organic_w128b` 1.1 and 6.8, 5.6 and 29.4; `organic_w128c` (shipped as `organic` before this one) "
-        "1.0 and 6.6, 5.6 and 29.1."
-    ) in note
-    earlier = note.split("600 K file): ")[1].split(". The ethanol")[0]
-    assert "organic_v6" not in earlier and "organic_w128e" not in earlier  # no figures; the model itself
-    assert (
-        "on them the force RMSE is 45.7 meV/Å for this model, 46.5 for `organic_w128c`, 46.9 for `organic_w128b` "
-        "and 47.7 for `organic_w128`, and on the other 409 it is 23.2, 23.6, 23.9 and 24.4"
-    ) in note
-    assert (
-        "this model's force RMSE is 75.2 meV/Å against 23.4 on the rest (`organic_w128c`: 76.3 and 23.7; "
-        "`organic_w128b`: 76.9 and 24.0; `organic_w128`: 77.9 and 24.6)"
-    ) in note
+    rows = table_rows(note)
+    assert list(rows) == ["organic_v3", "organic_v6", "organic_w128", "organic_w128b", "organic_w128c", "organic_w128d", "organic_w128e"]
+    # figures as recorded (one decimal, or three where recorded finer), a dash where not measured
+    assert rows["organic_v3"] == ["–", "2.0 / 10.9", "7.3 / 51.2", "–", "–", "32 channels, l ≤ 1"]
+    assert rows["organic_v6"] == ["2.2", "–", "–", "–", "–", ""]
+    assert rows["organic_w128c"] == ["2.3", "1.040 / 6.640", "5.6 / 29.1", "46.5 / 23.6", "76.3 / 23.7", "shipped as `organic` before this one"]
+    assert rows["organic_w128d"] == ["–", "–", "–", "–", "–", "a 60-epoch cycle; not kept"]
+    assert rows["organic_w128e"] == ["1.7", "0.960 / 6.440", "5.449 / 28.660", "45.7 / 23.2", "75.2 / 23.4", "this model"]
+    assert "| **`organic_w128e`** |" in note  # the model itself stands out
+    assert "on them this model's force RMSE is 75.2 meV/Å against 23.4 on the rest" in note
 
 
 def test_stage_never_shipped_is_not_named_as_the_shipped_one(tmp_path):
@@ -84,10 +88,9 @@ def test_stage_never_shipped_is_not_named_as_the_shipped_one(tmp_path):
     # the run still starts from the stage before it, but the one published before it is named
     assert "(for this one `--run-dir runs/organic_w128d --init runs/organic_w128c/best`)" in note
     assert "three warm restarts of `organic_w128`, `organic_w128b` to `organic_w128d`, each" in note
-    assert (
-        "`organic_w128b` (shipped as `organic` before this one) 1.1 and 6.8, 5.6 and 29.4; "
-        "`organic_w128c` (not shipped: its 600 K figures did not improve) 1.0 and 6.7, 5.7 and 29.5."
-    ) in note
+    rows = table_rows(note)
+    assert rows["organic_w128b"][-1] == "shipped as `organic` before this one"
+    assert rows["organic_w128c"][-1] == "not shipped: its 600 K figures did not improve"
 
 
 def test_stages_option_lists_the_kept_restarts(tmp_path, capsys):

@@ -39,6 +39,14 @@ def test_card_rows_are_the_validation_errors_per_element(tmp_path, capsys):
         )
         assert row in card
     assert "## Training history\na fine-tune of nothing" in card
+    for path, weight in ((tmp_path / "Li" / "training.json", "1"), (tmp_path / "Si" / "training.json", "2")):
+        n_train = sum(s.info["source"] == str(path) for s in train)
+        n_valid = sum(s.info["source"] == str(path) for s in valid)
+        assert n_train and n_valid
+        assert f"| `{path}` | {n_train} | {n_valid} | {weight} | - |" in card  # not a bundled file: no source
+    assert f"| parameters | {sum(w.numel() for w in potential.parameters()):,} |".replace(",", " ") in card
+    assert "| optimiser | AdamW, weight decay 5e-07 |" in card
+    assert "| loss | MSE; weights energy per atom 10, forces 1, stress 0.05;" in card
     assert "trained from scratch" in card
     limits = card[card.index("## Limits"):]
     assert "- Elements: Li Si only; a structure with any other element is rejected" in limits
@@ -84,7 +92,10 @@ def test_committee_is_published_and_carded_on_its_members_shared_split(tmp_path,
     card = (shipped / "pair" / "MODEL_CARD.md").read_text()
     capsys.readouterr()
     assert "Committee of 2 potentials" in card and "`a` (MACE-class, weight 0.75), `b` (MACE-class, weight 0.25)" in card
-    assert "### `a`\nEncoder:" in card and "### `b`\nEncoder:" in card
+    assert "### `a`\n| encoder | |" in card and "### `b`\n| encoder | |" in card
+    for name in ("a", "b"):  # each member's own parameter count
+        count = sum(w.numel() for w in load_potential(out / name).parameters())
+        assert f"### `{name}`\n| encoder | |\n|---|---|\n| parameters | {count:,} |".replace(",", " ") in card
     assert "Short-ranged: `a`: a 4 Å cutoff, 1 message-passing layers" in card and "`b`: a 3.5 Å cutoff" in card
     _, valid, _ = prepare(load_config(configs["a"]))
     committee = load_potential(shipped / "pair", dtype="float64")
@@ -104,3 +115,23 @@ def test_fine_tuned_from_names_the_start_and_flags_a_start_the_card_now_replaces
     replaced = write_model_card.init_text(str(published), published)
     assert replaced.startswith(str(published)) and "replaced" in replaced
     assert "replaced" in write_model_card.init_text("organic", published)  # --init by model name
+
+
+def test_data_sources_come_from_the_data_readme():
+    sources = write_model_card.data_sources()
+    ethanol = write_model_card.source_of("data/botnet/ethanol/train_methanol.xyz", sources)
+    assert "MIT" in ethanol and "BOTNet" in ethanol
+    assert "BSD-3-Clause" in write_model_card.source_of("data/mlearn/Mo/training.json", sources)  # a {Si,Ge,Li,Mo} pattern
+    assert "CC BY 4.0" in write_model_card.source_of("data/tensors/elastic_mp_cubic.extxyz", sources)
+    assert write_model_card.source_of("/elsewhere/train.xyz", sources) == "-"
+
+
+def test_weight_text_names_each_term_weight():
+    assert write_model_card.weight_text({"weight": 0.5, "energy_weight": 0.0, "forces_weight": None}) == "0.5 (energy 0)"
+    assert write_model_card.weight_text({"weight": 81.0}) == "81"
+
+
+def test_training_hours_fall_back_on_the_manifest_when_the_run_log_is_gone(tmp_path):
+    provenance = {"config": {"run_dir": str(tmp_path / "runs" / "gone")}}
+    assert write_model_card.recorded_training_hours(provenance) is None
+    assert write_model_card.recorded_training_hours({**provenance, "training_hours": 1.25}) == 1.25
