@@ -135,3 +135,33 @@ def test_training_hours_fall_back_on_the_manifest_when_the_run_log_is_gone(tmp_p
     provenance = {"config": {"run_dir": str(tmp_path / "runs" / "gone")}}
     assert write_model_card.recorded_training_hours(provenance) is None
     assert write_model_card.recorded_training_hours({**provenance, "training_hours": 1.25}) == 1.25
+
+
+def shell_assignment(script_text: str, variable: str) -> str:
+    """The assignment of ``variable`` in a bash script: its line and the lines it continues onto."""
+    start = script_text.index(f"\n{variable}=") + 1
+    end = start
+    while script_text[end:script_text.index("\n", end)].endswith("\\"):
+        end = script_text.index("\n", end) + 1
+    return script_text[start:script_text.index("\n", end)]
+
+
+def test_reproduction_scripts_write_the_shipped_cards_notes():
+    """scripts/train_mlearn.sh and scripts/train_organic.sh card each checkpoint with the training
+    history its shipped card holds, so a reproduction writes the same card."""
+    import subprocess
+
+    for script, notes in (
+        ("train_mlearn.sh", {"MLEARN_SMALL_NOTE": "mlearn-small", "MLEARN_COMPACT_NOTE": "mlearn-compact",
+                             "MLEARN_MACE_NOTE": "mlearn-mace", "MLEARN_SEVENNET_NOTE": "mlearn-sevennet", "MLEARN_NOTE": "mlearn"}),
+        ("train_organic.sh", {"ORGANIC_COMPACT_NOTE": "organic-compact"}),
+    ):
+        text = (ROOT / "scripts" / script).read_text(encoding="utf-8")
+        for variable, name in notes.items():
+            assert f'--note "${variable}"' in text
+            note = subprocess.run(
+                ["bash", "-c", f'{shell_assignment(text, variable)}\nprintf "%s" "${variable}"'],
+                capture_output=True, text=True, check=True,
+            ).stdout
+            card = (ROOT / "checkpoints" / name / "MODEL_CARD.md").read_text(encoding="utf-8")
+            assert f"## Training history\n{note}\n\n## Limits" in card, name
