@@ -372,7 +372,7 @@ def evaluate_command(
     # energy columns where the model has an energy head; every tensor metric that was measured
     shown = {k: v for k, v in standard.items() if potential.has_energy}
     shown.update({k: (k, 3) for k in result if k not in standard and k not in ("n_structures", "per_file")})
-    table.add_column("file", justify="left")
+    table.add_column("file", justify="left", overflow="fold")  # a long path wraps, never cut
     table.add_column("structures", justify="right")
     for title, _ in shown.values():
         table.add_column(title, justify="right")

@@ -72,6 +72,19 @@ def test_eval_json_per_file_and_missing_labels(tmp_path):
     assert report["energy_mae_mev_per_atom"] == pytest.approx(expected, rel=1e-9)
 
 
+def test_eval_table_shows_whole_file_paths(tmp_path):
+    from .paths import DATA
+
+    records = json.loads((DATA / "mlearn" / "Li" / "training.json").read_text())[:2]
+    sample = tmp_path / "a_directory_with_a_long_name" / "another_long_directory_name" / "li_training_sample.json"
+    sample.parent.mkdir(parents=True)
+    sample.write_text(json.dumps(records))
+    result = runner.invoke(app, ["eval", "mlearn-small", str(sample)])
+    assert result.exit_code == 0, result.output
+    file_cells = [line.split("│")[1].strip() for line in result.stdout.splitlines() if line.startswith("│")]
+    assert str(sample) in "".join(file_cells)  # wrapped over lines where it is long, never cut
+
+
 def test_eval_reads_labels_under_the_keys_given(tmp_path):
     from .conftest import write_acac_with_ref_keys
 
