@@ -1,5 +1,6 @@
 """Print the training-history note of the `organic` model card, built from the recorded lineage
-table ``docs/runs/organic_lineage.csv`` (one row per model, in the order they were trained).
+table ``docs/runs/organic_lineage.csv`` (one row per model, in the order they were trained): how
+the model was trained, the table itself in Markdown, and what its 600 K figures say.
 
     python scripts/write_model_card.py checkpoints/organic --bar organic \\
         --note "$(python scripts/organic_card_note.py)"
@@ -16,8 +17,8 @@ them; an empty cell means "not listed"):
 - ``outside_acac_force`` / ``inside_acac_force``: 600 K force RMSE (meV/Å) on the structures
   outside / inside the acac 300 K distance support; ``outside_all_force`` / ``inside_all_force``:
   the same against the acac + ethanol + methanol support.
-- ``remark``: a parenthesis after the name in the list of earlier models; for a restart without
-  ``stage_hours``, what it was (it is named as not kept). A kept restart whose remark begins with
+- ``remark``: the last column of the note's lineage table; for a restart without ``stage_hours``,
+  what it was (it is named as not kept). A kept restart whose remark begins with
   ``not shipped`` is a stage of the chain that was never published as ``organic``: the note names
   the last row before the model without that remark as the one shipped before it.
 
