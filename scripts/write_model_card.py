@@ -375,7 +375,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {verdict} | {stress} |"
             )
         else:
-            rows.append(f"| {group} | {m['n_structures']} | {m['energy_rmse_mev_per_structure']:.1f} | {m['force_rmse_mev_per_ang']:.1f} | {m['energy_mae_mev_per_atom']:.2f} | {m['force_mae_ev_per_ang']:.4f} |")
+            rows.append(f"| {group} | {m['n_structures']} | {m['energy_rmse_mev_per_structure']:.2f} | {m['force_rmse_mev_per_ang']:.2f} | {m['energy_mae_mev_per_atom']:.2f} | {m['force_mae_ev_per_ang']:.4f} |")
     kinds = kind_errors(predicted) if args.bar == "mlearn" else []
     if args.bar == "mlearn":
         share = f"{config.data.valid_fraction * 100:.0f} %"
