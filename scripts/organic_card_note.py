@@ -75,6 +75,11 @@ class LineageRow:
         return self.stage_hours is not None
 
     @property
+    def was_dropped(self) -> bool:
+        """A warm restart that is not a stage of the chain (not kept)."""
+        return self.is_restart and not self.is_stage
+
+    @property
     def was_shipped(self) -> bool:
         """Whether the row can have been the published `organic` (its remark does not say otherwise)."""
         return not self.remark.startswith(NOT_SHIPPED)
@@ -140,7 +145,7 @@ def restart_ranges(rows: list[LineageRow]) -> tuple[list[LineageRow], str, list[
         elif runs[-1]:
             runs.append([])
     spans = [code(run[0].name) if len(run) == 1 else f"{code(run[0].name)} to {code(run[-1].name)}" for run in runs if run]
-    return kept_restarts(rows), join_words(spans), [row for row in family if not row.is_stage]
+    return kept_restarts(rows), join_words(spans), [row for row in rows if row.was_dropped]
 
 
 def figure(value: float | None) -> str:
@@ -171,7 +176,7 @@ def lineage_table(rows: list[LineageRow], shipped_before: LineageRow | None) -> 
             remarks.append("shipped as `organic` before this one")
         if row is rows[-1]:
             remarks.append("this model")
-        if not row.is_stage and row.is_restart:
+        if row.was_dropped:
             remarks.append("not kept")
         name = f"**{code(row.name)}**" if row is rows[-1] else code(row.name)
         hours = "–" if row.stage_hours is None else f"{row.stage_hours:.1f}"

@@ -295,12 +295,6 @@ def card_members(directory: Path, manifest: dict) -> dict[str, tuple[float, dict
     return members
 
 
-def member_parameters(directory: Path, manifest: dict, name: str) -> int:
-    """Parameter count of the committee member ``name`` of the checkpoint at ``directory``."""
-    relative = next(r for r in manifest["architecture"][COMMITTEE]["members"] if Path(r).name == name)
-    return sum(w.numel() for w in load_potential(directory / relative).parameters())
-
-
 def encoder_class(manifest: dict) -> str:
     return ENCODER_CLASS.get(manifest["architecture"]["encoder"]["name"], "Equivariant")
 
@@ -403,8 +397,10 @@ def main(argv: list[str] | None = None) -> None:
             + ", ".join(f"`{name}` ({encoder_class(m)}, weight {weight:.2f})" for name, (weight, m) in members.items())
             + "."
         )
+        # the loaded committee's members come in the manifest's order, as card_members lists them
         hyperparameters = "\n\n".join(
-            f"### `{name}`\n{hyperparameter_text(m, member_parameters(directory, manifest, name))}" for name, (_, m) in members.items()
+            f"### `{name}`\n{hyperparameter_text(m, sum(w.numel() for w in module.parameters()))}"
+            for (name, (_, m)), module in zip(members.items(), potential.members, strict=True)
         )
     fine_tuned = "; ".join(
         f"{name + ': ' if len(members) > 1 else ''}{init_text(m['provenance'].get('init'), directory)}" for name, (_, m) in members.items()
