@@ -8,15 +8,18 @@ held-out metrics measured here on its validation split.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # its sibling write_model_card: the data, encoder and training tables
 
 import numpy as np  # noqa: E402
 from ase.data import chemical_symbols  # noqa: E402
+from write_model_card import data_table, encoder_table, recorded_training_hours, training_table  # noqa: E402
 
 from atomistic import load_potential  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
@@ -46,10 +49,61 @@ ABOUT = {
 }
 
 
-def main() -> None:
+HEAD_LABELS = {  # keys of a tensor head's config, as the card names them
+    "basis": "basis",
+    "channels": "channels",
+    "hidden": "hidden width of the channel mixing",
+    "pairs": "many-body products (pairs)",
+    "scale": "output scale (units of the tensor)",
+}
+METRIC_LABELS = {  # metric key suffix → (label, percent?)
+    "fnorm": ("Fnorm: mean Frobenius norm of the error", False),
+    "fnorm_gpa": ("Fnorm: mean Frobenius norm of the error (GPa)", False),
+    "ewt25": ("EwT25: share within 25 % (relative Frobenius error)", True),
+    "ewt10": ("EwT10: share within 10 %", True),
+    "ewt5": ("EwT5: share within 5 %", True),
+    "bulk_modulus_vrh_mae_gpa": ("bulk modulus (Voigt-Reuss-Hill) MAE (GPa)", False),
+    "shear_modulus_vrh_mae_gpa": ("shear modulus (Voigt-Reuss-Hill) MAE (GPa)", False),
+}
+
+
+def head_table(heads: dict[str, dict]) -> str:
+    """Each crystal-tensor head's settings as a two-column table."""
+    lines = ["| tensor head | |", "|---|---|"]
+    for key, head in heads.items():
+        lines.append(f"| output | `{key}` |")
+        lines += [f"| {HEAD_LABELS.get(name, name)} | {value:.4g} |" if isinstance(value, float) else f"| {HEAD_LABELS.get(name, name)} | {value} |"
+                  for name, value in head.items()]
+    return "\n".join(lines)
+
+
+def metric_label(key: str) -> tuple[str, bool]:
+    """How the card names a metric key (``elastic_fnorm_gpa``, ``dielectric_ewt25``, ...) and
+    whether it is a share shown in per cent."""
+    for suffix in sorted(METRIC_LABELS, key=len, reverse=True):
+        if key == suffix or key.endswith(f"_{suffix}"):
+            return METRIC_LABELS[suffix]
+    return key, False
+
+
+def metrics_table(valid: dict, train: dict, baseline: dict) -> str:
+    """Held-out, training and training-mean-baseline figures, one row per metric."""
+    def cell(value: float | None, percent: bool) -> str:
+        if value is None:
+            return "-"
+        return f"{100 * value:.1f} %" if percent else f"{value:.4g}"
+
+    lines = ["| metric | held-out validation | training | baseline: training mean, held-out |", "|---|---|---|---|"]
+    for key in (k for k in valid if k != "n_structures" and valid[k] is not None):
+        label, percent = metric_label(key)
+        lines.append(f"| {label} | {cell(valid[key], percent)} | {cell(train.get(key), percent)} | {cell(baseline.get(key), percent)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     directory = Path(args.checkpoint)
     manifest = json.loads((directory / "manifest.json").read_text())
     provenance = manifest["provenance"]
@@ -63,11 +117,13 @@ def main() -> None:
     # the simplest honest baseline: the training set's mean tensor for every structure
     mean_tensor = np.mean([s.labels[key] for s in train], axis=0)
     baseline = tensor_metrics(key, np.stack([mean_tensor] * len(valid)), np.stack([s.labels[key] for s in valid]))
-    shown = [k for k in valid_metrics if k not in ("n_structures",) and valid_metrics[k] is not None]
-    table = "| metric | held-out validation | training | baseline: training mean, held-out |\n|---|---|---|---|\n" + "\n".join(
-        f"| {k} | {valid_metrics[k]:.4g} | {train_metrics[k]:.4g} | {baseline.get(k, float('nan')):.4g} |" for k in shown
-    )
     species = " ".join(chemical_symbols[z] for z in manifest["species"])
+    n_parameters = sum(w.numel() for w in potential.parameters())
+    hours = recorded_training_hours(provenance)
+    time_text = f"{60 * hours:.0f} min of training" if hours else "training time not recorded"
+    shown_config = {k: v for k, v in provenance["config"].items() if k != "data"}
+    moduli_text = ("; the moduli are pymatgen's Voigt-Reuss-Hill averages of the predicted and reference tensors"
+                   if any(k.endswith("modulus_vrh_mae_gpa") for k in valid_metrics) else "")
     card = f"""# Model card: `{directory.name}`
 
 CEITNet crystal-tensor model (Cartesian local-environment tensors, many-body channel mixing, exact
@@ -78,22 +134,34 @@ index symmetries) on a MACE-class invariant encoder, trained by `atomistic train
 
 ## Data
 {data}
+
+{data_table(provenance["training_data"], train, valid)}
+
 Validation: seeded {config.data.valid_fraction:.0%} split ({provenance["n_valid"]} structures, never trained on);
-{provenance["n_train"]} training structures. Licences: data/README.md.
+{provenance["n_train"]} training structures. Sources and licences in full: `data/README.md`.
 
 ## Hyperparameters
-Architecture: {json.dumps(manifest["architecture"])}.
-Training config: {json.dumps({k: v for k, v in provenance["config"].items() if k != "data"})}.
-Best validation epoch: {provenance["epoch"]}; trained {provenance["trained"]} on 2 CPU cores.
+{encoder_table(manifest["architecture"]["encoder"]["config"], n_parameters)}
+
+{head_table(manifest["architecture"]["heads"])}
+
+{training_table(dataclasses.asdict(config))}
+
+Best validation epoch: {provenance["epoch"]}; trained {provenance["trained"]} on a 2-core CPU; {time_text}.
+
+<details><summary>Whole training configuration (<code>atomistic train</code>, data section in the Data table)</summary>
+
+```json
+{json.dumps(shown_config)}
+```
+</details>
 
 ## Metrics (float64, measured by scripts/tensor_model_card.py)
-Fnorm: mean Frobenius norm of the error (units of the tensor); EwT x: share of structures whose
-relative Frobenius error is below x; VRH: Voigt-Reuss-Hill moduli by pymatgen.
+The relative Frobenius error of a structure is `‖ŷ − y‖_F / ‖y‖_F`{moduli_text}.
+The baseline predicts the training set's mean tensor for every structure.
 
-{table}
-
-{reference}
-
+{metrics_table(valid_metrics, train_metrics, baseline)}
+{f"{chr(10)}{reference}{chr(10)}" if reference else ""}
 ## Limits
 - Elements: {species}. Structures far from the training families (other elements, phases,
   pressures, defects) are outside what this model has seen.

@@ -154,7 +154,10 @@ def training_table(config: dict) -> str:
         schedule_text = (f"{schedule['kind']} from {optimizer['learning_rate']:g} (factor {schedule['plateau_factor']:g}, "
                          f"patience {schedule['plateau_patience']} epochs)")
     kind = "MSE" if loss["kind"] == "mse" else f"{loss['kind'].capitalize()} (δ {loss['huber_delta']:g})"
+    model = config.get("model") or {}
     weights = f"energy per atom {loss['energy']:g}, forces {loss['forces']:g}, stress {loss['stress']:g}"
+    if model.get("tensor_heads"):  # a tensor-only model has no energy, forces or stress to weigh
+        weights = (f"{weights}, " if model.get("energy_head", True) else "") + f"crystal tensors {loss['tensors']:g}"
     second = [f"{term} {stage_two[term]:g}" for term in ("energy", "forces", "stress", "tensors") if stage_two.get(term) is not None]
     rows = [
         ("epochs", f"{config['epochs']} (best validation epoch kept)"),

@@ -3,6 +3,7 @@ the server, and the order-3 (piezoelectric) head learning a known analytic funct
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import tempfile
 
@@ -19,10 +20,16 @@ from atomistic.cli import app
 from atomistic.data import StructureError, read_structures
 from atomistic.models.builders import build_potential
 from atomistic.testing import analytic_piezo_frames
-from atomistic.training.metrics import tensor_metrics, vrh_moduli
+from atomistic.training.config import load_config
+from atomistic.training.metrics import evaluate, tensor_metrics, vrh_moduli
+from atomistic.training.run import prepare
 from atomistic.voigt import elastic_from_voigt_mp, piezo_to_voigt_vasp
 
-from .paths import DATA
+from .paths import DATA, ROOT
+
+spec = importlib.util.spec_from_file_location("tensor_model_card", ROOT / "scripts" / "tensor_model_card.py")
+tensor_model_card = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tensor_model_card)
 
 runner = CliRunner()
 ENCODER = {"name": "mace", "config": {"species": [13, 29, 79], "cutoff": 4.0, "channels": 4, "max_ell": 1, "num_layers": 1, "correlation": 2, "radial_hidden": [8]}}
@@ -77,7 +84,9 @@ def test_tensor_metrics_fnorm_ewt_and_vrh_moduli():
     assert "bulk_modulus_vrh_mae_gpa" not in dielectric
 
 
-def test_train_eval_predict_a_dielectric_model(tmp_path):
+def _train_dielectric(tmp_path):
+    """Train a tiny dielectric model for two epochs on 12 small Materials Project crystals; returns
+    its config path and the crystals (``tmp_path/model`` holds the model)."""
     frames = read_structures(DATA / "tensors" / "dielectric_mp.extxyz")[:40]
     small = [s for s in frames if len(s) <= 6][:12]
     write(tmp_path / "train.extxyz", [_with_info(s, keys.DIELECTRIC_TENSOR) for s in small])
@@ -97,6 +106,11 @@ model: {{cutoff: 4.0, channels: 4, max_ell: 1, num_layers: 1, correlation: 2, ra
     )
     result = runner.invoke(app, ["train", str(config)])
     assert result.exit_code == 0, result.output
+    return config, small
+
+
+def test_train_eval_predict_a_dielectric_model(tmp_path):
+    config, small = _train_dielectric(tmp_path)
     manifest = json.loads((tmp_path / "model" / "manifest.json").read_text())
     assert manifest["properties"] == [keys.DIELECTRIC_TENSOR] and "e0s" not in manifest
     assert (tmp_path / "run" / "parity_dielectric_tensor.png").exists()
@@ -116,6 +130,23 @@ model: {{cutoff: 4.0, channels: 4, max_ell: 1, num_layers: 1, correlation: 2, ra
     result = runner.invoke(app, ["predict", str(tmp_path / "train.extxyz"), "--model", str(tmp_path / "model"), "-o", str(out)])
     assert result.exit_code == 0, result.output
     np.testing.assert_allclose(read_structures(out)[0].labels[keys.DIELECTRIC_TENSOR], eps, atol=1e-8)
+
+
+
+def test_tensor_model_card_tables_hold_the_measured_held_out_figures(tmp_path):
+    config, _ = _train_dielectric(tmp_path)
+    tensor_model_card.main([str(tmp_path / "model")])
+    card = (tmp_path / "model" / "MODEL_CARD.md").read_text()
+    train, valid, _ = prepare(load_config(config))
+    measured = evaluate(load_potential(str(tmp_path / "model"), dtype="float64"), valid).summary()
+    assert f"| Fnorm: mean Frobenius norm of the error | {measured['dielectric_fnorm']:.4g} |" in card
+    assert f"| EwT25: share within 25 % (relative Frobenius error) | {100 * measured['dielectric_ewt25']:.1f} % |" in card
+    assert f"| `{tmp_path / 'train.extxyz'}` | {len(train)} | {len(valid)} | 1 | - |" in card  # not a bundled file: no source
+    assert "| tensor head | |\n|---|---|\n| output | `dielectric_tensor` |" in card
+    assert "| loss | MSE; weights crystal tensors 1;" in card  # a tensor-only model weighs no energy
+    assert "moduli" not in card  # the VRH moduli are elastic-only
+    manifest = json.loads((tmp_path / "model" / "manifest.json").read_text())
+    assert manifest["metrics"]["held_out"]["dielectric_fnorm"] == measured["dielectric_fnorm"]
 
 
 def _with_info(structure, key):
