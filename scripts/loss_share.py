@@ -59,5 +59,6 @@ def main(argv: list[str] | None = None) -> None:
     for i, (path, share) in enumerate(zip(paths, shares, strict=True)):
         print(f"| `{path}` | {(file == i).sum()} | {int(atoms[file == i].sum())} | {100 * share:.1f} % |")
 
+
 if __name__ == "__main__":
     main()

@@ -8,18 +8,17 @@ held-out metrics measured here on its validation split.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))  # its sibling write_model_card: the data, encoder and training tables
+sys.path.insert(0, str(ROOT / "scripts"))  # its sibling write_model_card: the data and hyperparameter tables
 
 import numpy as np  # noqa: E402
 from ase.data import chemical_symbols  # noqa: E402
-from write_model_card import data_table, encoder_table, recorded_training_hours, training_table  # noqa: E402
+from write_model_card import data_table, hyperparameter_text  # noqa: E402
 
 from atomistic import load_potential  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
@@ -49,13 +48,6 @@ ABOUT = {
 }
 
 
-HEAD_LABELS = {  # keys of a tensor head's config, as the card names them
-    "basis": "basis",
-    "channels": "channels",
-    "hidden": "hidden width of the channel mixing",
-    "pairs": "many-body products (pairs)",
-    "scale": "output scale (units of the tensor)",
-}
 METRIC_LABELS = {  # metric key suffix → (label, percent?)
     "fnorm": ("Fnorm: mean Frobenius norm of the error", False),
     "fnorm_gpa": ("Fnorm: mean Frobenius norm of the error (GPa)", False),
@@ -65,16 +57,6 @@ METRIC_LABELS = {  # metric key suffix → (label, percent?)
     "bulk_modulus_vrh_mae_gpa": ("bulk modulus (Voigt-Reuss-Hill) MAE (GPa)", False),
     "shear_modulus_vrh_mae_gpa": ("shear modulus (Voigt-Reuss-Hill) MAE (GPa)", False),
 }
-
-
-def head_table(heads: dict[str, dict]) -> str:
-    """Each crystal-tensor head's settings as a two-column table."""
-    lines = ["| tensor head | |", "|---|---|"]
-    for key, head in heads.items():
-        lines.append(f"| output | `{key}` |")
-        lines += [f"| {HEAD_LABELS.get(name, name)} | {value:.4g} |" if isinstance(value, float) else f"| {HEAD_LABELS.get(name, name)} | {value} |"
-                  for name, value in head.items()]
-    return "\n".join(lines)
 
 
 def metric_label(key: str) -> tuple[str, bool]:
@@ -119,9 +101,6 @@ def main(argv: list[str] | None = None) -> None:
     baseline = tensor_metrics(key, np.stack([mean_tensor] * len(valid)), np.stack([s.labels[key] for s in valid]))
     species = " ".join(chemical_symbols[z] for z in manifest["species"])
     n_parameters = sum(w.numel() for w in potential.parameters())
-    hours = recorded_training_hours(provenance)
-    time_text = f"{60 * hours:.0f} min of training" if hours else "training time not recorded"
-    shown_config = {k: v for k, v in provenance["config"].items() if k != "data"}
     moduli_text = ("; the moduli are pymatgen's Voigt-Reuss-Hill averages of the predicted and reference tensors"
                    if any(k.endswith("modulus_vrh_mae_gpa") for k in valid_metrics) else "")
     card = f"""# Model card: `{directory.name}`
@@ -141,20 +120,7 @@ Validation: seeded {config.data.valid_fraction:.0%} split ({provenance["n_valid"
 {provenance["n_train"]} training structures. Sources and licences in full: `data/README.md`.
 
 ## Hyperparameters
-{encoder_table(manifest["architecture"]["encoder"]["config"], n_parameters)}
-
-{head_table(manifest["architecture"]["heads"])}
-
-{training_table(dataclasses.asdict(config))}
-
-Best validation epoch: {provenance["epoch"]}; trained {provenance["trained"]} on a 2-core CPU; {time_text}.
-
-<details><summary>Whole training configuration (<code>atomistic train</code>, data section in the Data table)</summary>
-
-```json
-{json.dumps(shown_config)}
-```
-</details>
+{hyperparameter_text(manifest, n_parameters)}
 
 ## Metrics (float64, measured by scripts/tensor_model_card.py)
 The relative Frobenius error of a structure is `‖ŷ − y‖_F / ‖y‖_F`{moduli_text}.

@@ -143,6 +143,23 @@ def encoder_table(encoder: dict, n_parameters: int) -> str:
     return "\n".join(lines)
 
 
+HEAD_LABELS = {  # keys of a crystal-tensor head's config, as the card names them
+    "hidden": "hidden width of the channel mixing",
+    "pairs": "many-body products (pairs)",
+    "scale": "output scale (units of the tensor)",
+}
+
+
+def tensor_head_table(heads: dict[str, dict]) -> str:
+    """The crystal-tensor heads' settings as a two-column table; empty for an energy-only model."""
+    lines = []
+    for key, head in heads.items():
+        if key != "energy":
+            lines.append(f"| output | `{key}` |")
+            lines += [f"| {HEAD_LABELS.get(name, name)} | {encoder_value(name, value)} |" for name, value in head.items()]
+    return "\n".join(["| tensor head | |", "|---|---|", *lines]) if lines else ""
+
+
 def training_table(config: dict) -> str:
     """The training recipe (optimiser, schedule, loss) as a two-column table; ``config`` is a whole
     training config (every option present, as ``dataclasses.asdict`` of a ``TrainConfig`` gives)."""
@@ -306,13 +323,17 @@ def hyperparameter_text(manifest: dict, n_parameters: int) -> str:
     """The encoder, training recipe, best epoch and training time of one trained checkpoint, and
     its whole training configuration."""
     provenance = manifest["provenance"]
-    hours = recorded_training_hours(provenance)
+    logged = run_training_hours(Path(provenance["config"]["run_dir"]))
+    hours = logged if logged is not None else provenance.get("training_hours")  # as recorded_training_hours, knowing which
     # a fine-tune's architecture is the --init checkpoint's (the encoder table), not the config's model section
     shown_config = {k: v for k, v in provenance["config"].items() if k != "data" and not (k == "model" and provenance.get("init"))}
-    time_text = f"{hours:.1f} h wall time (sum of the epoch times in the run's metrics log)" if hours else "training time not recorded"
+    source = "sum of the epoch times in the run's metrics log" if logged is not None else "the run's time as its manifest recorded it"
+    time_text = f"{hours:.1f} h wall time ({source})" if hours else "training time not recorded"
+    heads = tensor_head_table(manifest["architecture"].get("heads", {}))
     return (
         f"{encoder_table(manifest['architecture']['encoder']['config'], n_parameters)}\n\n"
-        f"{training_table(dataclasses.asdict(config_from_dict(provenance['config'])))}\n\n"
+        + (f"{heads}\n\n" if heads else "")
+        + f"{training_table(dataclasses.asdict(config_from_dict(provenance['config'])))}\n\n"
         f"Best validation epoch: {provenance['epoch']}; trained {provenance['trained']} on a 2-core CPU; {time_text}.\n\n"
         "<details><summary>Whole training configuration (<code>atomistic train</code>, data section in the Data table)</summary>\n\n"
         f"```json\n{json.dumps(shown_config)}\n```\n</details>"

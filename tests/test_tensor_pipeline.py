@@ -132,7 +132,6 @@ def test_train_eval_predict_a_dielectric_model(tmp_path):
     np.testing.assert_allclose(read_structures(out)[0].labels[keys.DIELECTRIC_TENSOR], eps, atol=1e-8)
 
 
-
 def test_tensor_model_card_tables_hold_the_measured_held_out_figures(tmp_path):
     config, _ = _train_dielectric(tmp_path)
     tensor_model_card.main([str(tmp_path / "model")])
