@@ -90,6 +90,7 @@ def test_text_input(client):
         ({**SI, "numbers": [14, 79]}, "not supported"),
         ({**SI, "positions": [[0, 0, 0], [0.01, 0, 0]]}, "apart"),
         ({"numbers": [14], "positions": [[0, 0]]}, "shape"),
+        ({**SI, "cell": [[1e9, 0, 0], [0, 3, 0], [0, 0, 3]]}, "too elongated for a neighbour search"),
     ],
 )
 def test_bad_structures_get_422_naming_the_problem(client, structure, needle):
@@ -98,6 +99,16 @@ def test_bad_structures_get_422_naming_the_problem(client, structure, needle):
     assert response.status_code == 422
     body = response.json()
     assert body["error"] == "invalid input" and needle in str(body["detail"]) and "structure 1" in str(body["detail"])
+
+
+def test_atoms_far_apart_are_answered(client):
+    """Two Si atoms 10^6 Å apart without periodicity: the neighbour search used to kill the
+    server process (SIGFPE in vesin's cell list) while validating them."""
+    far = {"numbers": [14, 14], "positions": [[0, 0, 0], [1e6, 0, 0]]}
+    response = client.post("/v1/predict", json={"model": "mlearn-small", "structures": [SI, far]})
+    assert response.status_code == 200, response.text
+    isolated = response.json()["results"][1]
+    assert np.abs(isolated["forces"]).max() == 0.0  # no neighbours, no forces
 
 
 def test_malformed_and_unknown_model(client):

@@ -149,13 +149,17 @@ def validate_structure(
 
 
 def _check_min_distance(structure: Structure, index: int | None, min_distance: float) -> None:
-    from atomistic.data.neighbors import neighbor_list
+    from atomistic.data.neighbors import NeighborSearchError, neighbor_list
 
     # a cell list binned at a 0.1 Å cutoff has ~(L / 0.1 Å)³ bins: search at 1 Å (a handful of
-    # bins) and keep the pairs below the minimum
-    centre, neighbour, _, distances = neighbor_list(
-        structure.positions, structure.cell, structure.pbc, cutoff=max(min_distance, 1.0), with_distances=True
-    )
+    # bins) and keep the pairs below the minimum.  A structure the search takes at 1 Å it takes at
+    # any larger cutoff too, so a model never meets one its neighbour search refuses.
+    try:
+        centre, neighbour, _, distances = neighbor_list(
+            structure.positions, structure.cell, structure.pbc, cutoff=max(min_distance, 1.0), with_distances=True
+        )
+    except NeighborSearchError as err:
+        raise StructureError(index, err.field, err.reason) from None
     close = distances < min_distance
     centre, neighbour, distances = centre[close], neighbour[close], distances[close]
     if distances.size:

@@ -1,13 +1,45 @@
 """Periodic neighbour lists (vesin), with per-direction periodicity.
 
 vesin handles mixed boundaries (slabs, wires), skewed cells and cells smaller than the
-cutoff (many periodic images of the same neighbour).
+cutoff (many periodic images of the same neighbour).  Its cell list bins space at the cutoff;
+past 10^5 bins it shrinks the bin counts in proportion, and a flat or elongated structure
+(a 400 Å slab searched at 1 Å, two molecules 10^6 Å apart) then gets zero bins along one
+direction, which kills the process with SIGFPE (vesin 0.6).  So empty gaps along non-periodic
+directions are first closed to twice the cutoff (which changes no pair within it), and where the
+bins would still exceed :data:`MAX_CELLS` the search runs at a larger radius and the pairs
+beyond the cutoff are dropped.  A structure whose search would then visit more than
+:data:`MAX_CELL_VISITS` bins or test more than :data:`MAX_CANDIDATE_PAIRS` pairs (a periodic
+lattice vector 10^8 Å long beside two of 3 Å) is refused with :class:`NeighborSearchError`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import vesin
+
+MAX_CELLS = 50_000
+"""The most cell-list bins a search may use (half the count past which vesin rescales them)."""
+
+MAX_CANDIDATE_PAIRS = 5e7
+"""The most pairs a search may be estimated to test before the structure is refused (100 000 atoms
+of a dense solid searched at 5 Å test about 10^7)."""
+
+MAX_CELL_VISITS = 2e8
+"""The most (bin, neighbouring bin) visits a search may make before the structure is refused
+(about a second; a 100 000-atom solid searched at 1 Å makes about 10^6)."""
+
+_GAP_IN_CUTOFFS = 2.0  # empty gaps along a non-periodic direction are closed to this many cutoffs
+
+
+class NeighborSearchError(ValueError):
+    """The structure is too large or too elongated for the neighbour search; ``field`` names the
+    input that makes it so (``cell`` or ``positions``) and ``reason`` says why."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"field '{field}': {reason}")
+        self.field = field
+        self.reason = reason
+
 
 # A box for directions without periodicity.  vesin ignores non-periodic box vectors for
 # the search itself but needs a full-rank box; any vector spanning the missing direction works.
@@ -19,11 +51,11 @@ def _full_rank_box(cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
     if pbc.all():
         return cell
     box = np.array(cell, dtype=np.float64, copy=True)
-    periodic = [box[k] for k in range(3) if pbc[k]]
-    basis = []
-    for v in periodic:
-        basis.append(v / np.linalg.norm(v))
-    # Gram-Schmidt against the periodic vectors to find the missing directions
+    basis: list[np.ndarray] = []  # orthonormal basis of the periodic vectors' span (Gram-Schmidt)
+    for k in np.flatnonzero(pbc):
+        w = box[k] - sum(np.dot(box[k], b) * b for b in basis)
+        basis.append(w / np.linalg.norm(w))
+    # extend it to the missing directions
     candidates = list(np.eye(3))
     for k in range(3):
         if pbc[k]:
@@ -36,6 +68,89 @@ def _full_rank_box(cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
                 box[k] = w * _PLACEHOLDER_LENGTH
                 break
     return box
+
+
+def _non_periodic_directions(box: np.ndarray, pbc: np.ndarray) -> np.ndarray:
+    """``[n_non_periodic, 3]`` orthonormal directions, each orthogonal to every periodic lattice
+    vector: the Cartesian axes when nothing is periodic, else the placeholder box vectors."""
+    return np.eye(3) if not pbc.any() else box[~pbc]
+
+
+def _close_empty_gaps(positions: np.ndarray, directions: np.ndarray, cutoff: float) -> np.ndarray:
+    """``positions [n_atoms, 3]`` (Å) with every empty gap wider than ``2 * cutoff`` along each of
+    ``directions`` closed to that width by translating the atoms beyond it.
+
+    Atoms on the same side of every gap move together, so their relative vectors are unchanged;
+    atoms on opposite sides of a gap stay more than ``2 * cutoff`` apart along that direction, and
+    the directions are orthogonal to the periodic lattice vectors, so no periodic image comes
+    closer either.  A structure with no such gap is returned unchanged."""
+    width = _GAP_IN_CUTOFFS * cutoff
+    for direction in directions:
+        along = positions @ direction
+        order = np.argsort(along, kind="stable")
+        excess = np.clip(np.diff(along[order]) - width, 0.0, None)
+        if not excess.any():
+            continue
+        shift = np.empty_like(along)
+        shift[order] = np.concatenate([[0.0], np.cumsum(excess)])
+        positions = positions - shift[:, None] * direction[None, :]
+    return positions
+
+
+def _search_radius(positions: np.ndarray, box: np.ndarray, pbc: np.ndarray, cutoff: float) -> float:
+    """The smallest radius ≥ ``cutoff`` (Å, in steps of 25 %) at which the cell list has at most
+    :data:`MAX_CELLS` bins: ``floor(width / radius)`` per direction, the widths being the distances
+    between the faces of the periodic box and the atoms' extents along the non-periodic directions
+    (the larger of the Cartesian axis and the direction orthogonal to the periodic vectors)."""
+    widths = np.empty(3)
+    if pbc.any():
+        volume = abs(np.linalg.det(box))
+        for k in range(3):
+            widths[k] = volume / np.linalg.norm(np.cross(box[(k + 1) % 3], box[(k + 2) % 3]))
+    for k in np.flatnonzero(~pbc):
+        widths[k] = max(np.ptp(positions[:, k]), np.ptp(positions @ box[k]) if pbc.any() else 0.0)
+    radius = cutoff
+    while np.prod(np.maximum(1.0, np.floor(widths / radius))) > MAX_CELLS:
+        radius *= 1.25
+    visits, pairs = _search_cost(len(positions), widths, pbc, radius)
+    if visits > MAX_CELL_VISITS or pairs > MAX_CANDIDATE_PAIRS:
+        sizes = " x ".join(f"{w:.4g}" for w in widths)
+        raise NeighborSearchError(
+            "cell" if pbc.any() else "positions",
+            f"the structure is {sizes} Å across (empty non-periodic gaps closed), too elongated for a neighbour search "
+            f"at {cutoff:g} Å (about {visits:.2g} bin visits and {pairs:.2g} candidate pairs)",
+        )
+    return radius
+
+
+def _search_cost(n_atoms: int, widths: np.ndarray, pbc: np.ndarray, radius: float) -> tuple[float, float]:
+    """Rough cost of a cell-list search at ``radius`` (Å) over a box of ``widths`` (Å): the
+    (bin, neighbouring bin) visits, and the candidate pairs for atoms spread evenly over the box
+    (each atom meets its own periodic images within the radius and the share of the others that
+    the search window covers)."""
+    widths = np.where(pbc, np.maximum(widths, 1e-12), np.maximum(widths, radius))  # a flat non-periodic extent is one bin
+    bins = np.maximum(1.0, np.floor(widths / radius))
+    reach_in_bins = np.ceil(radius * bins / widths)
+    visits = float(np.prod(bins * (2.0 * reach_in_bins + 1.0)))
+    reach = 2.0 * radius / widths
+    images = float(np.prod(np.where(pbc, np.maximum(reach, 1.0), 1.0)))
+    others = n_atoms * float(np.prod(np.minimum(reach, 1.0)))
+    return visits, n_atoms * images * max(1.0, others)
+
+
+def wrap_positions(positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``positions [n_atoms, 3]`` (Å) moved into the cell along its periodic directions, and the
+    lattice translations taken off them: ``image [n_atoms, 3]`` int64 with
+    ``wrapped = positions - image @ cell`` (zero along non-periodic directions)."""
+    positions = np.asarray(positions, dtype=np.float64)
+    pbc = np.asarray(pbc, dtype=bool)
+    image = np.zeros(positions.shape, dtype=np.int64)
+    if not pbc.any():
+        return positions, image
+    cell = np.asarray(cell, dtype=np.float64)
+    fractional = positions @ np.linalg.inv(_full_rank_box(cell, pbc))
+    image[:, pbc] = np.floor(fractional[:, pbc]).astype(np.int64)
+    return positions - image @ cell, image
 
 
 def neighbor_list(
@@ -59,6 +174,10 @@ def neighbor_list(
         translations such that ``r_neighbour - r_centre + shift @ cell`` is the edge vector), and
         with ``with_distances`` also ``distances [n_edges]`` Å.  Self-pairs at zero shift never
         appear; an atom's own periodic images do when they are within the cutoff.
+
+    Raises:
+        NeighborSearchError: the search would exceed ``MAX_CELL_VISITS`` or
+            ``MAX_CANDIDATE_PAIRS`` (see the module's docstring).
     """
     positions = np.ascontiguousarray(positions, dtype=np.float64)
     pbc = np.asarray(pbc, dtype=bool)
@@ -66,12 +185,20 @@ def neighbor_list(
         box = _full_rank_box(np.asarray(cell, dtype=np.float64), pbc)
     else:
         box = np.zeros((3, 3))
-    calculator = vesin.NeighborList(cutoff=float(cutoff), full_list=True)
+    searched = _close_empty_gaps(positions, _non_periodic_directions(box, pbc), cutoff)
+    radius = _search_radius(searched, box, pbc, cutoff)
+    calculator = vesin.NeighborList(cutoff=float(radius), full_list=True)
     periodic = [bool(p) for p in pbc]
-    if with_distances:
-        i, j, shifts, d = calculator.compute(positions, box, periodic, quantities="ijSd")
-    else:
-        i, j, shifts = calculator.compute(positions, box, periodic, quantities="ijS")
+    if searched is positions and radius == cutoff:
+        if with_distances:
+            i, j, shifts, d = calculator.compute(positions, box, periodic, quantities="ijSd")
+        else:
+            i, j, shifts = calculator.compute(positions, box, periodic, quantities="ijS")
+    else:  # distances from the positions as given, then only the pairs within the cutoff
+        i, j, shifts = calculator.compute(searched, box, periodic, quantities="ijS")
+        d = np.linalg.norm(positions[j] - positions[i] + shifts @ box, axis=1)
+        within = d < cutoff
+        i, j, shifts, d = i[within], j[within], shifts[within], d[within]
     order = np.lexsort((j, i))  # deterministic order: by centre, then neighbour
     i, j, shifts = i[order].astype(np.int64), j[order].astype(np.int64), shifts[order].astype(np.int64)
     if with_distances:
