@@ -68,7 +68,9 @@ def model_frame(structure: Structure, edges: np.ndarray, shifts: np.ndarray) -> 
         ``positions[j] - positions[i] + shifts @ cell`` as before.
     """
     wrapped, image = wrap_positions(structure.positions, structure.cell, structure.pbc)
-    return wrapped - wrapped.mean(axis=0), shifts + image[edges[1]] - image[edges[0]]
+    if image.any():
+        shifts = shifts + image[edges[1]] - image[edges[0]]
+    return wrapped - wrapped.mean(axis=0), shifts
 
 
 def build_graph(

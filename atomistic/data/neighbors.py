@@ -14,6 +14,8 @@ lattice vector 10^8 Å long beside two of 3 Å) is refused with :class:`Neighbor
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import vesin
 
@@ -97,45 +99,58 @@ def _close_empty_gaps(positions: np.ndarray, directions: np.ndarray, cutoff: flo
     return positions
 
 
-def _search_radius(positions: np.ndarray, box: np.ndarray, pbc: np.ndarray, cutoff: float) -> float:
-    """The smallest radius ≥ ``cutoff`` (Å, in steps of 25 %) at which the cell list has at most
-    :data:`MAX_CELLS` bins: ``floor(width / radius)`` per direction, the widths being the distances
-    between the faces of the periodic box and the atoms' extents along the non-periodic directions
-    (the larger of the Cartesian axis and the direction orthogonal to the periodic vectors)."""
-    widths = np.empty(3)
-    if pbc.any():
-        volume = abs(np.linalg.det(box))
-        for k in range(3):
-            widths[k] = volume / np.linalg.norm(np.cross(box[(k + 1) % 3], box[(k + 2) % 3]))
-    for k in np.flatnonzero(~pbc):
-        widths[k] = max(np.ptp(positions[:, k]), np.ptp(positions @ box[k]) if pbc.any() else 0.0)
+def _widths(positions: np.ndarray, box: np.ndarray, pbc: np.ndarray) -> list[float]:
+    """What the cell list divides into bins, per direction (Å): the distance between the periodic
+    box's faces, or the atoms' extent along a non-periodic direction (the larger of the Cartesian
+    axis and the direction orthogonal to the periodic vectors)."""
+    extent = positions.max(axis=0) - positions.min(axis=0)
+    if not pbc.any():
+        return extent.tolist()
+    normals = np.cross(box[[1, 2, 0]], box[[2, 0, 1]])
+    faces = abs(np.linalg.det(box)) / np.linalg.norm(normals, axis=1)
+    along = np.ptp(positions @ box[~pbc].T, axis=0) if not pbc.all() else ()
+    widths = faces.tolist()
+    for k, width in zip(np.flatnonzero(~pbc), along, strict=True):
+        widths[k] = max(float(extent[k]), float(width))
+    return widths
+
+
+def _bins(widths: list[float], radius: float) -> float:
+    return math.prod(max(1.0, math.floor(w / radius)) for w in widths)
+
+
+def _search_radius(n_atoms: int, widths: list[float], pbc: np.ndarray, cutoff: float) -> float:
+    """The smallest radius ≥ ``cutoff`` (Å, in steps of 25 %) at which the cell list over boxes
+    of ``widths`` has at most :data:`MAX_CELLS` bins; raises :class:`NeighborSearchError` where
+    that search would cost too much."""
     radius = cutoff
-    while np.prod(np.maximum(1.0, np.floor(widths / radius))) > MAX_CELLS:
+    while _bins(widths, radius) > MAX_CELLS:
         radius *= 1.25
-    visits, pairs = _search_cost(len(positions), widths, pbc, radius)
+    visits, pairs = _search_cost(n_atoms, widths, pbc, radius)
     if visits > MAX_CELL_VISITS or pairs > MAX_CANDIDATE_PAIRS:
         sizes = " x ".join(f"{w:.4g}" for w in widths)
         raise NeighborSearchError(
             "cell" if pbc.any() else "positions",
-            f"the structure is {sizes} Å across (empty non-periodic gaps closed), too elongated for a neighbour search "
-            f"at {cutoff:g} Å (about {visits:.2g} bin visits and {pairs:.2g} candidate pairs)",
+            f"the structure is {sizes} Å across{'' if pbc.all() else ' (empty non-periodic gaps closed)'}, too elongated "
+            f"for a neighbour search at {cutoff:g} Å (about {visits:.2g} bin visits and {pairs:.2g} candidate pairs)",
         )
     return radius
 
 
-def _search_cost(n_atoms: int, widths: np.ndarray, pbc: np.ndarray, radius: float) -> tuple[float, float]:
+def _search_cost(n_atoms: int, widths: list[float], pbc: np.ndarray, radius: float) -> tuple[float, float]:
     """Rough cost of a cell-list search at ``radius`` (Å) over a box of ``widths`` (Å): the
     (bin, neighbouring bin) visits, and the candidate pairs for atoms spread evenly over the box
     (each atom meets its own periodic images within the radius and the share of the others that
     the search window covers)."""
-    widths = np.where(pbc, np.maximum(widths, 1e-12), np.maximum(widths, radius))  # a flat non-periodic extent is one bin
-    bins = np.maximum(1.0, np.floor(widths / radius))
-    reach_in_bins = np.ceil(radius * bins / widths)
-    visits = float(np.prod(bins * (2.0 * reach_in_bins + 1.0)))
-    reach = 2.0 * radius / widths
-    images = float(np.prod(np.where(pbc, np.maximum(reach, 1.0), 1.0)))
-    others = n_atoms * float(np.prod(np.minimum(reach, 1.0)))
-    return visits, n_atoms * images * max(1.0, others)
+    visits, images, share = 1.0, 1.0, 1.0
+    for width, periodic in zip(widths, pbc.tolist(), strict=True):
+        width = max(width, 1e-12) if periodic else max(width, radius)  # a flat non-periodic extent is one bin
+        bins = max(1.0, math.floor(width / radius))
+        visits *= bins * (2.0 * math.ceil(radius * bins / width) + 1.0)
+        reach = 2.0 * radius / width
+        images *= max(reach, 1.0) if periodic else 1.0
+        share *= min(reach, 1.0)
+    return visits, n_atoms * images * max(1.0, n_atoms * share)
 
 
 def wrap_positions(positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -185,8 +200,11 @@ def neighbor_list(
         box = _full_rank_box(np.asarray(cell, dtype=np.float64), pbc)
     else:
         box = np.zeros((3, 3))
-    searched = _close_empty_gaps(positions, _non_periodic_directions(box, pbc), cutoff)
-    radius = _search_radius(searched, box, pbc, cutoff)
+    searched, widths = positions, _widths(positions, box, pbc)
+    if _bins(widths, cutoff) > MAX_CELLS and not pbc.all():
+        searched = _close_empty_gaps(positions, _non_periodic_directions(box, pbc), cutoff)
+        widths = _widths(searched, box, pbc)
+    radius = _search_radius(len(positions), widths, pbc, cutoff)
     calculator = vesin.NeighborList(cutoff=float(radius), full_list=True)
     periodic = [bool(p) for p in pbc]
     if searched is positions and radius == cutoff:
