@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from ase import Atoms
@@ -125,9 +127,15 @@ def test_flat_and_sparse_structures_do_not_crash_the_search(case):
 
 
 def test_structures_too_elongated_to_search_are_refused_naming_the_field():
-    """A periodic cell 10^9 Å long and 3 Å wide would need billions of bin visits."""
+    """A periodic cell 10^7 Å long and 3 Å wide would need billions of bin visits at validation's
+    1 Å; coordinates past ±10^8 Å are refused before any search (their extents overflowed)."""
     structure = Structure(
-        numbers=np.array([14, 14]), positions=np.array([[0.0, 0, 0], [1.5, 1.5, 1.5]]), cell=np.diag([1e9, 3.0, 3.0]), pbc=np.array([True] * 3)
+        numbers=np.array([14, 14]), positions=np.array([[0.0, 0, 0], [1.5, 1.5, 1.5]]), cell=np.diag([1e7, 3.0, 3.0]), pbc=np.array([True] * 3)
     )
-    with pytest.raises(StructureError, match=r"structure 4: field 'cell': the structure is 1e\+09 x 3 x 3 Å across"):
+    with pytest.raises(StructureError, match=r"structure 4: field 'cell': the structure is 1e\+07 x 3 x 3 Å across"):
         validate_structure(structure, 4)
+    huge = Structure(numbers=np.array([1, 1]), positions=np.array([[1e308, 0, 0], [-1e308, 0, 0]]), cell=np.zeros((3, 3)), pbc=np.zeros(3, bool))
+    with pytest.raises(StructureError, match=r"field 'positions': coordinates beyond"):
+        validate_structure(huge)
+    with pytest.raises(StructureError, match=r"field 'cell': lattice vector components beyond"):
+        validate_structure(dataclasses.replace(structure, cell=np.eye(3) * 1e308))

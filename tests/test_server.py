@@ -90,7 +90,8 @@ def test_text_input(client):
         ({**SI, "numbers": [14, 79]}, "not supported"),
         ({**SI, "positions": [[0, 0, 0], [0.01, 0, 0]]}, "apart"),
         ({"numbers": [14], "positions": [[0, 0]]}, "shape"),
-        ({**SI, "cell": [[1e9, 0, 0], [0, 3, 0], [0, 0, 3]]}, "too elongated for a neighbour search"),
+        ({**SI, "cell": [[1e7, 0, 0], [0, 3, 0], [0, 0, 3]]}, "too elongated for a neighbour search"),
+        ({**SI, "positions": [[0, 0, 0], [1e300, 0, 0]]}, "coordinates beyond"),
     ],
 )
 def test_bad_structures_get_422_naming_the_problem(client, structure, needle):

@@ -26,6 +26,7 @@ from atomistic.voigt import tensor_label
 MAX_ATOMIC_NUMBER = 118
 MIN_INTERATOMIC_DISTANCE = 0.1  # Å; closer pairs are rejected as unphysical
 DEFAULT_MAX_ATOMS = 100_000
+MAX_COORDINATE = 1e8  # Å; larger positions or lattice vectors keep under 1e-8 Å of float64 precision
 _MIN_PERIODIC_VOLUME = 1e-6  # Å³ (Å² / Å for 2D / 1D periodicity)
 
 
@@ -126,10 +127,14 @@ def validate_structure(
         raise StructureError(index, "positions", f"expected shape [{n_atoms}, 3], got {list(positions.shape)}")
     if not np.isfinite(positions).all():
         raise StructureError(index, "positions", "contains NaN or inf")
+    if np.abs(positions).max() > MAX_COORDINATE:
+        raise StructureError(index, "positions", f"coordinates beyond ±{MAX_COORDINATE:g} Å")
     if cell.shape != (3, 3):
         raise StructureError(index, "cell", f"expected shape [3, 3], got {list(cell.shape)}")
     if not np.isfinite(cell).all():
         raise StructureError(index, "cell", "contains NaN or inf")
+    if np.abs(cell).max() > MAX_COORDINATE:
+        raise StructureError(index, "cell", f"lattice vector components beyond ±{MAX_COORDINATE:g} Å")
     if pbc.shape != (3,):
         raise StructureError(index, "pbc", f"expected 3 booleans, got shape {list(pbc.shape)}")
     if pbc.any():
