@@ -72,46 +72,61 @@ def _full_rank_box(cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
     return box
 
 
-def _non_periodic_directions(box: np.ndarray, pbc: np.ndarray) -> np.ndarray:
-    """``[n_non_periodic, 3]`` orthonormal directions, each orthogonal to every periodic lattice
-    vector: the Cartesian axes when nothing is periodic, else the placeholder box vectors."""
-    return np.eye(3) if not pbc.any() else box[~pbc]
+def _search_frame(cell: np.ndarray, pbc: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """The frame the search runs in: ``axes [3, 3]`` (orthonormal rows, the new Cartesian axes;
+    ``None`` when every or no direction is periodic and the input frame serves) and the box in
+    that frame, whose periodic rows are the lattice vectors and whose non-periodic rows are unit
+    Cartesian axes orthogonal to them (zeros when nothing is periodic).  A slab or wire is turned
+    so that its non-periodic directions are Cartesian axes, which is what vesin bins them along."""
+    if pbc.all():
+        return None, cell
+    if not pbc.any():
+        return None, np.zeros((3, 3))
+    full = _full_rank_box(cell, pbc)
+    axes = np.empty((3, 3))
+    periodic_axes: list[np.ndarray] = []
+    for k in np.flatnonzero(pbc):  # Gram-Schmidt over the periodic vectors
+        w = full[k] - sum(np.dot(full[k], b) * b for b in periodic_axes)
+        periodic_axes.append(w / np.linalg.norm(w))
+    axes[pbc] = periodic_axes
+    axes[~pbc] = full[~pbc] / _PLACEHOLDER_LENGTH
+    box = cell @ axes.T
+    box[~pbc] = np.eye(3)[~pbc]
+    return axes, box
 
 
-def _close_empty_gaps(positions: np.ndarray, directions: np.ndarray, cutoff: float) -> np.ndarray:
-    """``positions [n_atoms, 3]`` (Å) with every empty gap wider than ``2 * cutoff`` along each of
-    ``directions`` closed to that width by translating the atoms beyond it.
+def _close_empty_gaps(positions: np.ndarray, pbc: np.ndarray, cutoff: float) -> np.ndarray:
+    """``positions [n_atoms, 3]`` (Å, in the search frame) with every empty gap wider than
+    ``2 * cutoff`` along each non-periodic Cartesian axis closed to that width by translating the
+    atoms beyond it.
 
     Atoms on the same side of every gap move together, so their relative vectors are unchanged;
-    atoms on opposite sides of a gap stay more than ``2 * cutoff`` apart along that direction, and
-    the directions are orthogonal to the periodic lattice vectors, so no periodic image comes
-    closer either.  A structure with no such gap is returned unchanged."""
+    atoms on opposite sides of a gap stay more than ``2 * cutoff`` apart along that axis, which is
+    orthogonal to the periodic lattice vectors, so no periodic image comes closer either.  A
+    structure with no such gap is returned unchanged."""
     width = _GAP_IN_CUTOFFS * cutoff
-    for direction in directions:
-        along = positions @ direction
+    for k in np.flatnonzero(~pbc):
+        along = positions[:, k]
         order = np.argsort(along, kind="stable")
         excess = np.clip(np.diff(along[order]) - width, 0.0, None)
         if not excess.any():
             continue
         shift = np.empty_like(along)
         shift[order] = np.concatenate([[0.0], np.cumsum(excess)])
-        positions = positions - shift[:, None] * direction[None, :]
+        positions = positions.copy()
+        positions[:, k] -= shift
     return positions
 
 
 def _widths(positions: np.ndarray, box: np.ndarray, pbc: np.ndarray) -> list[float]:
-    """What the cell list divides into bins, per direction (Å): the distance between the periodic
-    box's faces, or the atoms' extent along a non-periodic direction (the larger of the Cartesian
-    axis and the direction orthogonal to the periodic vectors)."""
-    extent = positions.max(axis=0) - positions.min(axis=0)
-    if not pbc.any():
-        return extent.tolist()
-    normals = np.cross(box[[1, 2, 0]], box[[2, 0, 1]])
-    faces = abs(np.linalg.det(box)) / np.linalg.norm(normals, axis=1)
-    along = np.ptp(positions @ box[~pbc].T, axis=0) if not pbc.all() else ()
-    widths = faces.tolist()
-    for k, width in zip(np.flatnonzero(~pbc), along, strict=True):
-        widths[k] = max(float(extent[k]), float(width))
+    """What the cell list divides into bins, per direction (Å, in the search frame): the distance
+    between the periodic box's faces, or the atoms' extent along a non-periodic axis."""
+    widths = (positions.max(axis=0) - positions.min(axis=0)).tolist()
+    if pbc.any():
+        normals = np.cross(box[[1, 2, 0]], box[[2, 0, 1]])
+        faces = abs(np.linalg.det(box)) / np.linalg.norm(normals, axis=1)
+        for k in np.flatnonzero(pbc):
+            widths[k] = float(faces[k])
     return widths
 
 
@@ -119,14 +134,27 @@ def _bins(widths: list[float], radius: float) -> float:
     return math.prod(max(1.0, math.floor(w / radius)) for w in widths)
 
 
+def _slab_or_wire(pbc: np.ndarray) -> bool:
+    return bool(pbc.any() and not pbc.all())
+
+
+def _padded(widths: list[float], pbc: np.ndarray, radius: float) -> list[float]:
+    """The widths the search bins: a slab's or wire's non-periodic extents become periods longer
+    by ``2 * radius + 1`` Å (no periodic image comes within the radius); others as they are."""
+    if not _slab_or_wire(pbc):
+        return widths
+    return [w if p else w + 2.0 * radius + 1.0 for w, p in zip(widths, pbc.tolist(), strict=True)]
+
+
 def _search_radius(n_atoms: int, widths: list[float], pbc: np.ndarray, cutoff: float) -> float:
     """The smallest radius ≥ ``cutoff`` (Å, in steps of 25 %) at which the cell list over boxes
     of ``widths`` has at most :data:`MAX_CELLS` bins; raises :class:`NeighborSearchError` where
     that search would cost too much."""
     radius = cutoff
-    while _bins(widths, radius) > MAX_CELLS:
+    while _bins(_padded(widths, pbc, radius), radius) > MAX_CELLS:
         radius *= 1.25
-    visits, pairs = _search_cost(n_atoms, widths, pbc, radius)
+    widths = _padded(widths, pbc, radius)
+    visits, pairs = _search_cost(n_atoms, widths, pbc | _slab_or_wire(pbc), radius)
     if visits > MAX_CELL_VISITS or pairs > MAX_CANDIDATE_PAIRS:
         sizes = " x ".join(f"{w:.4g}" for w in widths)
         raise NeighborSearchError(
@@ -195,28 +223,46 @@ def neighbor_list(
             ``MAX_CANDIDATE_PAIRS`` (see the module's docstring).
     """
     positions = np.ascontiguousarray(positions, dtype=np.float64)
+    cell = np.asarray(cell, dtype=np.float64)
     pbc = np.asarray(pbc, dtype=bool)
+    axes, box = _search_frame(cell, pbc)
+    searched = positions if axes is None else positions @ axes.T
+    image = None  # lattice translations taken off the atoms to wrap them into the cell
     if pbc.any():
-        box = _full_rank_box(np.asarray(cell, dtype=np.float64), pbc)
-    else:
-        box = np.zeros((3, 3))
-    searched, widths = positions, _widths(positions, box, pbc)
+        fractional = searched @ np.linalg.inv(box)
+        image = np.where(pbc, np.floor(fractional), 0.0).astype(np.int64)
+        if image.any():
+            searched = searched - image @ box
+        else:
+            image = None
+    widths = _widths(searched, box, pbc)
     if _bins(widths, cutoff) > MAX_CELLS and not pbc.all():
-        searched = _close_empty_gaps(positions, _non_periodic_directions(box, pbc), cutoff)
+        searched = _close_empty_gaps(searched, pbc, cutoff)
         widths = _widths(searched, box, pbc)
     radius = _search_radius(len(positions), widths, pbc, cutoff)
     calculator = vesin.NeighborList(cutoff=float(radius), full_list=True)
     periodic = [bool(p) for p in pbc]
-    if searched is positions and radius == cutoff:
-        if with_distances:
-            i, j, shifts, d = calculator.compute(positions, box, periodic, quantities="ijSd")
-        else:
-            i, j, shifts = calculator.compute(positions, box, periodic, quantities="ijS")
-    else:  # distances from the positions as given, then only the pairs within the cutoff
+    if _slab_or_wire(pbc):
+        # vesin's search time grows as the fourth power of a wire's non-periodic extents
+        # (48 atoms 160 Å across: 40 s), so slabs and wires are searched as crystals whose
+        # non-periodic directions repeat further apart than the structure plus the radius
+        padded = _padded(widths, pbc, radius)
+        searched = searched.copy()
+        box = box.copy()
+        for k in np.flatnonzero(~pbc):
+            searched[:, k] -= searched[:, k].min()
+            box[k] = np.eye(3)[k] * padded[k]
+        periodic = [True, True, True]
+    searched = np.ascontiguousarray(searched)
+    if with_distances or radius > cutoff:
+        i, j, shifts, d = calculator.compute(searched, box, periodic, quantities="ijSd")
+        if radius > cutoff:  # only the pairs within the cutoff
+            within = d < cutoff
+            i, j, shifts, d = i[within], j[within], shifts[within], d[within]
+    else:
         i, j, shifts = calculator.compute(searched, box, periodic, quantities="ijS")
-        d = np.linalg.norm(positions[j] - positions[i] + shifts @ box, axis=1)
-        within = d < cutoff
-        i, j, shifts, d = i[within], j[within], shifts[within], d[within]
+    if image is not None:  # shifts for the positions as given
+        shifts = shifts.astype(np.int64) - image[j] + image[i]
     order = np.lexsort((j, i))  # deterministic order: by centre, then neighbour
     i, j, shifts = i[order].astype(np.int64), j[order].astype(np.int64), shifts[order].astype(np.int64)
     if with_distances:
