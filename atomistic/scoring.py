@@ -70,7 +70,12 @@ def iter_inputs(path: str | os.PathLike, format: str, skip: int = 0) -> Iterator
 
 
 def count_inputs(path: str | os.PathLike, format: str) -> int:
-    """Number of structures in the file (one pass)."""
+    """Number of structures in the file (one pass).
+
+    Raises:
+        ValueError: an extxyz frame header that is not an atom count, or that declares more
+            atoms than the file holds lines (checked here, before ASE reads the frame).
+    """
     if format == "jsonl":
         with open(path, encoding="utf-8") as handle:
             return sum(1 for line in handle if line.strip())
@@ -83,8 +88,11 @@ def count_inputs(path: str | os.PathLike, format: str) -> int:
             if not header.strip():
                 continue
             n_atoms = int(header.split()[0])
-            for _ in range(n_atoms + 1):
-                handle.readline()
+            if n_atoms < 0:
+                raise ValueError(f"frame {count} declares {n_atoms} atoms")
+            for read in range(n_atoms + 1):
+                if not handle.readline():
+                    raise ValueError(f"frame {count} declares {n_atoms} atoms but the file ends {read} lines after its header")
             count += 1
 
 

@@ -132,6 +132,33 @@ def test_unknown_format_and_bad_text():
         parse_structures("this is not a cif", "cif")
 
 
+_DEGENERATE_CIF = """data_x
+_cell_length_a 0
+_cell_length_b 0
+_cell_length_c 0
+_cell_angle_alpha 90
+_cell_angle_beta 90
+_cell_angle_gamma 90
+loop_
+_atom_site_label
+_atom_site_fract_x
+_atom_site_fract_y
+_atom_site_fract_z
+Si 0 0 0
+"""
+
+
+def test_texts_that_misstate_their_contents_are_refused_before_reading():
+    """An xyz header declaring 10^9 atoms (ASE spent 38 s finding out), a negative count, and a
+    CIF whose cell is degenerate (ASE read it as one isolated, non-periodic atom)."""
+    for text in ("1000000000\n\nSi 0 0 0\n", "2\n\nSi 0 0 0\nSi 1 1 1\n7\n\nSi 0 0 0\n", "-5\n\nSi 0 0 0\n"):
+        with pytest.raises(UnsupportedFormatError, match=r"frame \d declares -?\d+ atoms but the text holds \d more lines"):
+            parse_structures(text, "xyz")
+    with pytest.raises(UnsupportedFormatError, match=r"block 0 has a degenerate cell \(lengths 0, 0, 0 Å\)"):
+        parse_structures(_DEGENERATE_CIF, "cif")
+    assert len(parse_structures("2\n\nSi 0 0 0\nSi 1 1 1\n1\n\nSi 0 0 0\n\n", "xyz")) == 2  # counts that fit, a trailing blank line
+
+
 def test_mlearn_json(tmp_path):
     structures = read_mlearn_json(DATA / "mlearn" / "Mo" / "training.json")
     assert len(structures) > 100

@@ -100,6 +100,10 @@ def test_bad_submissions_get_4xx():
         assert empty.status_code == 422 and "no structures" in empty.json()["detail"]
         garbage = client.post("/v1/jobs?model=mlearn-small&format=extxyz", content=b"not a number\nfoo\n")
         assert garbage.status_code == 422
+        # a header declaring 10^9 atoms: refused by the count, which used to go on through 10^9
+        # reads past the end of the file in the event loop (and ASE's read then spent 38 s)
+        bogus = client.post("/v1/jobs?model=mlearn-small&format=extxyz", content=b"1000000000\n\nSi 0 0 0\n")
+        assert bogus.status_code == 422 and "declares 1000000000 atoms but the file ends 2 lines after its header" in bogus.json()["detail"]
     with _client(max_job_bytes=100) as client:
         too_big = client.post("/v1/jobs?model=mlearn-small&format=jsonl", content=_jsonl([_si(0)] * 3))
         assert too_big.status_code == 413

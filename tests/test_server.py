@@ -241,3 +241,30 @@ def test_retain_freed_memory_keeps_results_exact():
     (after,) = potential.predict(atoms)
     assert after["energy"] == before["energy"]
     np.testing.assert_array_equal(after["forces"], before["forces"])
+
+
+def test_a_large_text_body_does_not_hold_up_other_requests():
+    """Parsing 20 000 extxyz frames (~3.6 s on a 2-core CPU) runs beside the event loop: a health
+    check sent meanwhile is answered while the big request is still being parsed."""
+    import threading
+    import time
+
+    import httpx
+
+    frame = '2\nLattice="0 2.72 2.72 2.72 0 2.72 2.72 2.72 0" Properties=species:S:1:pos:R:3 pbc="T T T"\nSi 0 0 0\nSi 1.36 1.36 1.36\n'
+    app = create_app(Settings(models=["mlearn-small"], data_dir=tempfile.mkdtemp(), max_structures_per_request=10))
+    with threaded_server(app) as url:
+        outcome = {}
+
+        def post_big_text():
+            body = {"model": "mlearn-small", "text": frame * 20_000, "format": "extxyz"}
+            outcome["status"] = httpx.post(f"{url}/v1/predict", json=body, timeout=120).status_code
+
+        big = threading.Thread(target=post_big_text)
+        big.start()
+        time.sleep(0.5)  # the upload is done and the parse under way
+        health = httpx.get(f"{url}/healthz", timeout=120)
+        answered_while_parsing = big.is_alive()
+        big.join()
+    assert health.status_code == 200 and answered_while_parsing
+    assert outcome["status"] == 413  # then the count is refused: 20 000 structures over the limit of 10

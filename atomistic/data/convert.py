@@ -448,6 +448,24 @@ def read_structures(
     return parse_structures(path.read_text(), fmt, source=str(path), label_keys=label_keys)
 
 
+def _check_xyz_atom_counts(text: str, source: str, fmt: str) -> None:
+    """Refuse an (ext)xyz text whose frame header declares more atoms than lines follow, before
+    ASE reads it: a 30-byte text declaring 10^9 atoms kept ASE busy for 38 s."""
+    lines = text.splitlines()
+    start, frame = 0, 0
+    while start < len(lines) and lines[start].strip():
+        try:
+            count = int(lines[start].split()[0])
+        except ValueError:
+            return  # not a count: ASE's own error names the problem
+        available = len(lines) - start - 2
+        if count < 0 or count > available:
+            raise UnsupportedFormatError(
+                f"could not parse {source} as {fmt}: frame {frame} declares {count} atoms but the text holds {max(available, 0)} more lines"
+            )
+        start, frame = start + count + 2, frame + 1
+
+
 def parse_structures(
     text: str, format: str, source: str = "<text>", label_keys: LabelKeys | None = None
 ) -> list[Structure]:
@@ -464,6 +482,8 @@ def parse_structures(
         return structures_from_mlearn_records(json.loads(text), source=source)
     if fmt not in _ASE_FORMATS:
         raise UnsupportedFormatError(f"unsupported structure format '{format}'; expected one of {sorted(_ASE_FORMATS)} or mlearn-json")
+    if _ASE_FORMATS[fmt] == "extxyz":
+        _check_xyz_atom_counts(text, source, fmt)
     try:
         frames = ase.io.read(io.StringIO(text), index=":", format=_ASE_FORMATS[fmt])
     except Exception as err:
@@ -472,6 +492,9 @@ def parse_structures(
         frames = [frames]
     structures = []
     for i, atoms in enumerate(frames):
+        if fmt == "cif" and not (atoms.pbc.all() and atoms.cell.rank == 3):  # ASE drops the cell of a degenerate one
+            lengths = ", ".join(f"{x:g}" for x in atoms.cell.lengths())
+            raise UnsupportedFormatError(f"could not parse {source} as cif: block {i} has a degenerate cell (lengths {lengths} Å)")
         s = _structure_from_ase(atoms, i, label_keys)
         structures.append(dataclasses.replace(s, info={**s.info, "source": source, "frame": i}))
     return structures

@@ -10,6 +10,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from atomistic import keys
 from atomistic.models.potential import check_properties
@@ -98,9 +99,8 @@ async def submit_job(
         if existing is not None:
             return JSONResponse(_status(existing, created_now=False).model_dump(exclude_none=True), status_code=200)
     staged = await _stage_upload(request, state)
-    try:
-        n_total = count_inputs(staged, input_format)
-        next(iter_inputs(staged, input_format), None)  # the first structure must parse
+    try:  # beside the event loop: a large upload takes a while to count
+        n_total = await run_in_threadpool(_count_and_parse_first, staged, input_format)
     except Exception as err:  # noqa: BLE001 - any parse failure is the client's input
         staged.unlink(missing_ok=True)
         raise HTTPException(422, detail=f"body: not readable as {input_format} ({type(err).__name__}: {err})") from None
@@ -117,6 +117,14 @@ async def submit_job(
         _status(job, created_now=created).model_dump(exclude_none=True), status_code=202 if created else 200,
         headers={"Location": f"/v1/jobs/{job.id}"},
     )
+
+
+def _count_and_parse_first(staged: Path, input_format: str) -> int:
+    """The number of structures in the staged upload; raises if it, or its first structure,
+    cannot be read."""
+    n_total = count_inputs(staged, input_format)
+    next(iter_inputs(staged, input_format), None)
+    return n_total
 
 
 async def _stage_upload(request: Request, state: ServerState) -> Path:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from atomistic.data.convert import (
     StructureError,
@@ -82,7 +83,9 @@ async def predict(body: PredictRequest, request: Request, state: ServerState = D
         check_properties(wanted, potential.properties, body.model)
     except ValueError as err:
         raise HTTPException(422, detail=f"field 'properties': {err}") from None
-    structures = _structures(body, state, batcher.potential.atomic_numbers)
+    # parsing and validation (a neighbour search per structure) run beside the event loop, so a
+    # large text body does not hold up other requests and the health checks
+    structures = await run_in_threadpool(_structures, body, state, batcher.potential.atomic_numbers)
     try:
         futures = batcher.submit(structures, set(wanted))
     except QueueFull as err:
