@@ -149,13 +149,18 @@ Si 0 0 0
 
 
 def test_texts_that_misstate_their_contents_are_refused_before_reading():
-    """An xyz header declaring 10^9 atoms (ASE spent 38 s finding out), a negative count, and a
-    CIF whose cell is degenerate (ASE read it as one isolated, non-periodic atom)."""
+    """An xyz header declaring 10^9 atoms (ASE spent 38 s finding out), a negative count, a CIF
+    whose cell is degenerate (ASE read it as one isolated, non-periodic atom) and a POSCAR whose
+    counts exceed its lines."""
     for text in ("1000000000\n\nSi 0 0 0\n", "2\n\nSi 0 0 0\nSi 1 1 1\n7\n\nSi 0 0 0\n", "-5\n\nSi 0 0 0\n"):
         with pytest.raises(UnsupportedFormatError, match=r"frame \d declares -?\d+ atoms but the text holds \d more lines"):
             parse_structures(text, "xyz")
     with pytest.raises(UnsupportedFormatError, match=r"block 0 has a degenerate cell \(lengths 0, 0, 0 Å\)"):
         parse_structures(_DEGENERATE_CIF, "cif")
+    poscar = "Si\n1\n5 0 0\n0 5 0\n0 0 5\nSi\n{}\nDirect\n0 0 0\n"  # ASE allocated 16 GB for a count of 10^9
+    with pytest.raises(UnsupportedFormatError, match=r"the atom counts \[1000000000\] add up to 1000000000 but the text holds 1 more lines"):
+        parse_structures(poscar.format(1_000_000_000), "poscar")
+    assert len(parse_structures(poscar.format(1), "poscar")[0]) == 1
     assert len(parse_structures("2\n\nSi 0 0 0\nSi 1 1 1\n1\n\nSi 0 0 0\n\n", "xyz")) == 2  # counts that fit, a trailing blank line
 
 

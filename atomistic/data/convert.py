@@ -466,6 +466,23 @@ def _check_xyz_atom_counts(text: str, source: str, fmt: str) -> None:
         start, frame = start + count + 2, frame + 1
 
 
+def _check_poscar_atom_count(text: str, source: str, fmt: str) -> None:
+    """Refuse a POSCAR whose atom counts (line 6, or 7 after the element symbols) add up to more
+    than the lines that follow, before ASE reads it: a count of 10^9 made ASE allocate 16 GB."""
+    lines = text.splitlines()
+    for k in (5, 6):
+        tokens = lines[k].split() if k < len(lines) else []
+        if tokens and all(t.lstrip("-").isdigit() for t in tokens):
+            counts = [int(t) for t in tokens]
+            available = len(lines) - k - 2  # after the counts: the coordinate-mode line, then one line per atom
+            if min(counts) < 0 or sum(counts) > available:
+                raise UnsupportedFormatError(
+                    f"could not parse {source} as {fmt}: the atom counts {counts} add up to {sum(counts)} but the text "
+                    f"holds {max(available, 0)} more lines"
+                )
+            return
+
+
 def parse_structures(
     text: str, format: str, source: str = "<text>", label_keys: LabelKeys | None = None
 ) -> list[Structure]:
@@ -484,6 +501,8 @@ def parse_structures(
         raise UnsupportedFormatError(f"unsupported structure format '{format}'; expected one of {sorted(_ASE_FORMATS)} or mlearn-json")
     if _ASE_FORMATS[fmt] == "extxyz":
         _check_xyz_atom_counts(text, source, fmt)
+    if _ASE_FORMATS[fmt] == "vasp":
+        _check_poscar_atom_count(text, source, fmt)
     try:
         frames = ase.io.read(io.StringIO(text), index=":", format=_ASE_FORMATS[fmt])
     except Exception as err:
