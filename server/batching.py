@@ -3,7 +3,8 @@
 Concurrent requests for a model are merged into one forward pass up to an atom budget or a
 short wait, run on a single worker thread (one per device), and split back per structure.
 Requests whose client has gone are dropped before they are computed; an out-of-memory error
-splits its batch and retries once, failing only that batch if it happens again.
+splits its batch and retries once, failing only that batch if it happens again; any other error
+reruns the batch one structure at a time, so only the structure that fails gets it.
 """
 
 from __future__ import annotations
@@ -171,21 +172,38 @@ class MicroBatcher:
 
     # ---- compute (worker thread) ----------------------------------------------------------
     def _compute_with_retry(self, batch: list[WorkItem]) -> list[Any]:
+        """Results (or the exception) per item.  Out of memory, the batch is run again in two
+        halves; failing for any other reason, one structure at a time, so that only the structure
+        that fails gets the error and the requests it shared the batch with are answered."""
         try:
             return self._compute(batch)
-        except torch.OutOfMemoryError:
+        except Exception as err:  # noqa: BLE001 - retried below, delivered per item
             if len(batch) == 1:
                 raise
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            half = len(batch) // 2
-            out: list[Any] = []
-            for part in (batch[:half], batch[half:]):
-                try:
-                    out.extend(self._compute(part))
-                except torch.OutOfMemoryError as err:
-                    out.extend([err] * len(part))
-            return out
+            if isinstance(err, torch.OutOfMemoryError):
+                return self._in_halves(batch)
+            return self._one_by_one(batch)
+
+    def _in_halves(self, batch: list[WorkItem]) -> list[Any]:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        half = len(batch) // 2
+        out: list[Any] = []
+        for part in (batch[:half], batch[half:]):
+            try:
+                out.extend(self._compute(part))
+            except torch.OutOfMemoryError as err:
+                out.extend([err] * len(part))
+        return out
+
+    def _one_by_one(self, batch: list[WorkItem]) -> list[Any]:
+        out: list[Any] = []
+        for item in batch:
+            try:
+                out.extend(self._compute([item]))
+            except Exception as err:  # noqa: BLE001 - this structure's own failure
+                out.append(err)
+        return out
 
     def _compute(self, batch: list[WorkItem]) -> list[dict[str, Any]]:
         wanted = set().union(*(item.properties for item in batch))

@@ -268,3 +268,43 @@ def test_a_large_text_body_does_not_hold_up_other_requests():
         big.join()
     assert health.status_code == 200 and answered_while_parsing
     assert outcome["status"] == 413  # then the count is refused: 20 000 structures over the limit of 10
+
+
+class _FailsOnThreeAtomSystems:
+    """Fault injection for the batcher: the real model, except that a batch holding a system of
+    three atoms raises, as an unforeseen failure of one structure would."""
+
+    def __init__(self, potential):
+        self._potential = potential
+        self.batch_sizes: list[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self._potential, name)
+
+    def __call__(self, graph, **kwargs):
+        from atomistic import keys
+
+        self.batch_sizes.append(int(graph[keys.N_ATOMS].numel()))
+        if bool((graph[keys.N_ATOMS] == 3).any()):
+            raise RuntimeError("injected failure")
+        return self._potential(graph, **kwargs)
+
+
+def test_a_structure_that_fails_in_the_model_fails_alone():
+    """Two requests batched together, one of whose structures makes the model raise: the other
+    request is answered as if alone (it used to get the same 500)."""
+    app = create_app(Settings(models=["mlearn-small"], data_dir=tempfile.mkdtemp(), max_wait_ms=500))
+    with TestClient(app) as client:
+        batcher = app.state.server.batchers["mlearn-small"]
+        alone = client.post("/v1/predict", json={"model": "mlearn-small", "structures": [SI]}).json()["results"][0]
+        batcher.potential = faulty = _FailsOnThreeAtomSystems(batcher.potential)
+        three = {"numbers": [14, 14, 14], "positions": [[0, 0, 0], [2.3, 0, 0], [0, 2.3, 0]]}
+
+        def call(structure):
+            return client.post("/v1/predict", json={"model": "mlearn-small", "structures": [structure]})
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            good, bad = pool.map(call, [SI, three])
+    assert faulty.batch_sizes[0] == 2  # they did share a batch, then ran one by one
+    assert good.status_code == 200 and good.json()["results"][0] == alone
+    assert bad.status_code == 500 and "injected failure" in bad.json()["detail"]
