@@ -101,7 +101,8 @@ def _to_json(value: Any) -> Any:
 
 
 def score_chunk(potential, items: list[tuple[int, Any]], properties: tuple[str, ...], max_atoms: int = DEFAULT_MAX_ATOMS) -> list[dict]:
-    """Score one chunk; a bad structure gets an ``error`` record and never fails the chunk."""
+    """Score one chunk; a bad structure gets an ``error`` record and never fails the chunk (one
+    that makes the model fail is found by rerunning the chunk one structure at a time)."""
     records: list[dict | None] = [None] * len(items)
     valid, positions = [], []
     for k, (index, item) in enumerate(items):
@@ -113,8 +114,20 @@ def score_chunk(potential, items: list[tuple[int, Any]], properties: tuple[str, 
         except StructureError as err:
             records[k] = {"index": index, "error": str(err)}
     if valid:
-        for k, result in zip(positions, potential.predict(valid, properties=properties), strict=True):
-            records[k] = {"index": items[k][0], **{key: _to_json(v) for key, v in with_voigt_forms(result).items()}}
+        try:
+            results: list[Any] = potential.predict(valid, properties=properties)
+        except Exception:  # noqa: BLE001 - rerun one by one: only the failing structure gets the error
+            results = []
+            for structure in valid:
+                try:
+                    results.extend(potential.predict([structure], properties=properties))
+                except Exception as err:  # noqa: BLE001 - this structure's own failure
+                    results.append(err)
+        for k, result in zip(positions, results, strict=True):
+            if isinstance(result, Exception):
+                records[k] = {"index": items[k][0], "error": f"inference failed: {type(result).__name__}: {result}"}
+            else:
+                records[k] = {"index": items[k][0], **{key: _to_json(v) for key, v in with_voigt_forms(result).items()}}
     return records  # type: ignore[return-value]
 
 

@@ -89,3 +89,32 @@ def test_score_with_ray_engine_equals_local(tmp_path):
         assert a["index"] == b["index"] and ("error" in a) == ("error" in b)
         if "energy" in a:
             assert abs(a["energy"] - b["energy"]) < 1e-9
+
+
+class _FailsOnThreeAtomSystems:
+    """Fault injection: the real potential, except that a call holding a three-atom structure
+    raises, as an unforeseen failure of one structure would."""
+
+    def __init__(self, potential):
+        self._potential = potential
+
+    def __getattr__(self, name):
+        return getattr(self._potential, name)
+
+    def predict(self, structures, **kwargs):
+        if any(len(s) == 3 for s in structures):
+            raise RuntimeError("injected failure")
+        return self._potential.predict(structures, **kwargs)
+
+
+def test_a_structure_that_fails_in_the_model_fails_alone_in_its_chunk():
+    from atomistic.scoring import score_chunk
+
+    potential = load_potential("mlearn-small")
+    crystal = bulk("Si", "diamond", 5.43)
+    three = {"numbers": [14, 14, 14], "positions": [[0, 0, 0], [2.3, 0, 0], [0, 2.3, 0]]}
+    records = score_chunk(_FailsOnThreeAtomSystems(potential), [(0, crystal), (1, three), (2, crystal)], ("energy",))
+    alone = potential.predict([crystal], properties=("energy",))[0]["energy"]
+    assert [r["index"] for r in records] == [0, 1, 2]
+    assert records[1]["error"] == "inference failed: RuntimeError: injected failure"
+    assert records[0]["energy"] == pytest.approx(alone, abs=1e-9) and records[2]["energy"] == pytest.approx(alone, abs=1e-9)
