@@ -26,7 +26,7 @@ from atomistic.voigt import tensor_label
 MAX_ATOMIC_NUMBER = 118
 MIN_INTERATOMIC_DISTANCE = 0.1  # Å; closer pairs are rejected as unphysical
 DEFAULT_MAX_ATOMS = 100_000
-MAX_COORDINATE = 1e8  # Å; larger positions or lattice vectors keep under 1e-8 Å of float64 precision
+MAX_COORDINATE = 1e8  # Å; past it float64 resolves a coordinate more coarsely than ~1.5e-8 Å
 _MIN_PERIODIC_VOLUME = 1e-6  # Å³ (Å² / Å for 2D / 1D periodicity)
 
 
