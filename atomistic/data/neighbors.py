@@ -57,27 +57,33 @@ class NeighborSearchError(ValueError):
 _PLACEHOLDER_LENGTH = 1.0
 
 
+def _orthonormal_frame(cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
+    """``[3, 3]`` orthonormal rows: at the periodic indices a basis of the periodic vectors' span
+    (Gram-Schmidt in their order), at the others directions orthogonal to it (``pbc`` not all
+    true)."""
+    frame = np.empty((3, 3))
+    basis: list[np.ndarray] = []
+    for k in np.flatnonzero(pbc):
+        w = cell[k] - sum(np.dot(cell[k], b) * b for b in basis)
+        frame[k] = w / np.linalg.norm(w)
+        basis.append(frame[k])
+    candidates = list(np.eye(3))  # extend the basis to the missing directions
+    for k in np.flatnonzero(~pbc):
+        for c in candidates:
+            w = c - sum(np.dot(c, b) * b for b in basis)
+            if np.linalg.norm(w) > 1e-6:
+                frame[k] = w / np.linalg.norm(w)
+                basis.append(frame[k])
+                break
+    return frame
+
+
 def _full_rank_box(cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
     """Replace the non-periodic lattice vectors by orthonormal ones spanning the rest of space."""
     if pbc.all():
         return cell
     box = np.array(cell, dtype=np.float64, copy=True)
-    basis: list[np.ndarray] = []  # orthonormal basis of the periodic vectors' span (Gram-Schmidt)
-    for k in np.flatnonzero(pbc):
-        w = box[k] - sum(np.dot(box[k], b) * b for b in basis)
-        basis.append(w / np.linalg.norm(w))
-    # extend it to the missing directions
-    candidates = list(np.eye(3))
-    for k in range(3):
-        if pbc[k]:
-            continue
-        for c in candidates:
-            w = c - sum(np.dot(c, b) * b for b in basis)
-            if np.linalg.norm(w) > 1e-6:
-                w = w / np.linalg.norm(w)
-                basis.append(w)
-                box[k] = w * _PLACEHOLDER_LENGTH
-                break
+    box[~pbc] = _orthonormal_frame(box, pbc)[~pbc] * _PLACEHOLDER_LENGTH
     return box
 
 
@@ -91,14 +97,7 @@ def _search_frame(cell: np.ndarray, pbc: np.ndarray) -> tuple[np.ndarray | None,
         return None, cell
     if not pbc.any():
         return None, np.zeros((3, 3))
-    full = _full_rank_box(cell, pbc)
-    axes = np.empty((3, 3))
-    periodic_axes: list[np.ndarray] = []
-    for k in np.flatnonzero(pbc):  # Gram-Schmidt over the periodic vectors
-        w = full[k] - sum(np.dot(full[k], b) * b for b in periodic_axes)
-        periodic_axes.append(w / np.linalg.norm(w))
-    axes[pbc] = periodic_axes
-    axes[~pbc] = full[~pbc] / _PLACEHOLDER_LENGTH
+    axes = _orthonormal_frame(cell, pbc)
     box = cell @ axes.T
     box[~pbc] = np.eye(3)[~pbc]
     return axes, box
@@ -202,7 +201,7 @@ def wrap_positions(positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> 
     cell = np.asarray(cell, dtype=np.float64)
     fractional = positions @ np.linalg.inv(_full_rank_box(cell, pbc))
     image[:, pbc] = np.floor(fractional[:, pbc]).astype(np.int64)
-    return positions - image @ cell, image
+    return (positions - image @ cell if image.any() else positions), image
 
 
 def neighbor_list(
@@ -235,15 +234,8 @@ def neighbor_list(
     cell = np.asarray(cell, dtype=np.float64)
     pbc = np.asarray(pbc, dtype=bool)
     axes, box = _search_frame(cell, pbc)
-    searched = positions if axes is None else positions @ axes.T
-    image = None  # lattice translations taken off the atoms to wrap them into the cell
-    if pbc.any():
-        fractional = searched @ np.linalg.inv(box)
-        image = np.where(pbc, np.floor(fractional), 0.0).astype(np.int64)
-        if image.any():
-            searched = searched - image @ box
-        else:
-            image = None
+    wrapped, image = wrap_positions(positions, cell, pbc)  # image: translations taken off the atoms
+    searched = wrapped if axes is None else wrapped @ axes.T
     widths = _widths(searched, box, pbc)
     if _bins(widths, cutoff) > MAX_CELLS and not pbc.all():
         searched = _close_empty_gaps(searched, pbc, cutoff)
@@ -270,7 +262,7 @@ def neighbor_list(
             i, j, shifts, d = i[within], j[within], shifts[within], d[within]
     else:
         i, j, shifts = calculator.compute(searched, box, periodic, quantities="ijS")
-    if image is not None:  # shifts for the positions as given
+    if image.any():  # shifts for the positions as given
         shifts = shifts.astype(np.int64) - image[j] + image[i]
     order = np.lexsort((j, i))  # deterministic order: by centre, then neighbour
     i, j, shifts = i[order].astype(np.int64), j[order].astype(np.int64), shifts[order].astype(np.int64)
