@@ -24,7 +24,8 @@ def test_model_frame_keeps_every_edge_vector(pbc):
     atoms.positions += [2e3, -1e3, 5e2]
     structure = as_structure(atoms)
     edges, shifts = structure_edges(structure, 4.0)
-    positions, local_shifts = model_frame(structure, edges, shifts)
+    positions, local_edges, local_shifts = model_frame(structure, 4.0)
+    np.testing.assert_array_equal(local_edges, edges)
     np.testing.assert_allclose(
         _edge_vectors(positions, structure.cell, edges, local_shifts),
         _edge_vectors(structure.positions, structure.cell, edges, shifts),

@@ -14,7 +14,7 @@ import torch
 
 from atomistic import keys
 from atomistic.data.convert import Structure
-from atomistic.data.neighbors import neighbor_list, wrap_positions
+from atomistic.data.neighbors import neighbor_list, wrapped_neighbor_list
 
 AtomicGraph = dict[str, torch.Tensor]
 
@@ -45,32 +45,28 @@ class SpeciesMap:
 
 
 def structure_edges(structure: Structure, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
-    """``edge_index [2, n_edges]`` and ``edge_shift [n_edges, 3]`` for one structure."""
+    """``edge_index [2, n_edges]`` and ``edge_shift [n_edges, 3]`` for one structure, at its
+    positions as given."""
     i, j, shifts = neighbor_list(structure.positions, structure.cell, structure.pbc, cutoff)
     return np.stack([i, j]), shifts
 
 
-def model_frame(structure: Structure, edges: np.ndarray, shifts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The structure's positions as the model sees them, and its edge shifts to match.
+def model_frame(structure: Structure, cutoff: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The structure's positions as the model sees them, and its edges within ``cutoff`` (Å).
 
-    In float64, atoms are wrapped into the cell along its periodic directions (each edge's
-    lattice shift corrected by its atoms' translations) and the structure is centred on the
-    origin.  Energies, forces and stress are unchanged by both, but a model in float32 would
-    otherwise lose digits to large coordinates: a molecule 10^4 Å from the origin got forces
-    wrong by ~40 meV/Å.
-
-    Args:
-        edges: ``[2, n_edges]`` centre and neighbour indices.
-        shifts: ``[n_edges, 3]`` integer lattice translations for the given positions.
+    In float64, atoms are wrapped into the cell along its periodic directions (the neighbour
+    search wraps them anyway, and its shifts are for the wrapped atoms) and the structure is
+    centred on the origin.  Energies, forces and stress are unchanged by both, but a model in
+    float32 would otherwise lose digits to large coordinates: a molecule 10^4 Å from the origin
+    got forces wrong by ~40 meV/Å.
 
     Returns:
-        ``positions [n_atoms, 3]`` Å and ``shifts [n_edges, 3]``, with the same edge vectors
-        ``positions[j] - positions[i] + shifts @ cell`` as before.
+        ``positions [n_atoms, 3]`` Å, ``edge_index [2, n_edges]`` and ``edge_shift [n_edges, 3]``:
+        the edges of :func:`structure_edges`, in the same order, with the same edge vectors
+        ``positions[j] - positions[i] + shift @ cell``.
     """
-    wrapped, image = wrap_positions(structure.positions, structure.cell, structure.pbc)
-    if image.any():
-        shifts = shifts + image[edges[1]] - image[edges[0]]
-    return wrapped - wrapped.mean(axis=0), shifts
+    wrapped, i, j, shifts = wrapped_neighbor_list(structure.positions, structure.cell, structure.pbc, cutoff)
+    return wrapped - wrapped.mean(axis=0), np.stack([i, j]), shifts
 
 
 def build_graph(
@@ -91,8 +87,7 @@ def build_graph(
     edge_index, edge_shift = [], []
     offset = 0
     for s_idx, s in enumerate(structures):
-        edges, shifts = structure_edges(s, cutoff)
-        local_positions, shifts = model_frame(s, edges, shifts)
+        local_positions, edges, shifts = model_frame(s, cutoff)
         edge_index.append(edges + offset)
         edge_shift.append(shifts)
         positions.append(local_positions)

@@ -230,6 +230,35 @@ def neighbor_list(
         NeighborSearchError: the search would exceed ``MAX_CELL_VISITS`` or
             ``MAX_CANDIDATE_PAIRS`` (see the module's docstring).
     """
+    _, image, i, j, shifts, distances = _search(positions, cell, pbc, cutoff, with_distances)
+    if image.any():  # shifts for the positions as given
+        shifts = shifts - image[j] + image[i]
+    if with_distances:
+        return i, j, shifts, distances
+    return i, j, shifts
+
+
+def wrapped_neighbor_list(
+    positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray, cutoff: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The atoms wrapped into the cell (:func:`wrap_positions`) and their full neighbour list.
+
+    Returns:
+        ``wrapped [n_atoms, 3]`` Å, ``centre [n_edges]``, ``neighbour [n_edges]`` and
+        ``shift [n_edges, 3]`` such that ``wrapped[neighbour] - wrapped[centre] + shift @ cell``
+        is the edge vector; the same edges, in the same order, as :func:`neighbor_list`.
+
+    Raises:
+        NeighborSearchError: as :func:`neighbor_list`.
+    """
+    wrapped, _, i, j, shifts, _ = _search(positions, cell, pbc, cutoff, False)
+    return wrapped, i, j, shifts
+
+
+def _search(positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray, cutoff: float, with_distances: bool):
+    """The search behind both lists: ``wrapped [n_atoms, 3]``, ``image [n_atoms, 3]`` (as from
+    :func:`wrap_positions`), ``centre``, ``neighbour``, ``shift`` for the wrapped positions, sorted
+    by centre then neighbour, and ``distances`` (``None`` unless asked for)."""
     positions = np.ascontiguousarray(positions, dtype=np.float64)
     cell = np.asarray(cell, dtype=np.float64)
     pbc = np.asarray(pbc, dtype=bool)
@@ -255,17 +284,16 @@ def neighbor_list(
             box[k] = np.eye(3)[k] * padded[k]
         periodic = [True, True, True]
     searched = np.ascontiguousarray(searched)
+    distances = None
     if with_distances or radius > cutoff:
-        i, j, shifts, d = calculator.compute(searched, box, periodic, quantities="ijSd")
+        i, j, shifts, distances = calculator.compute(searched, box, periodic, quantities="ijSd")
         if radius > cutoff:  # only the pairs within the cutoff
-            within = d < cutoff
-            i, j, shifts, d = i[within], j[within], shifts[within], d[within]
+            within = distances < cutoff
+            i, j, shifts, distances = i[within], j[within], shifts[within], distances[within]
     else:
         i, j, shifts = calculator.compute(searched, box, periodic, quantities="ijS")
-    if image.any():  # shifts for the positions as given
-        shifts = shifts.astype(np.int64) - image[j] + image[i]
     order = np.lexsort((j, i))  # deterministic order: by centre, then neighbour
     i, j, shifts = i[order].astype(np.int64), j[order].astype(np.int64), shifts[order].astype(np.int64)
     if with_distances:
-        return i, j, shifts, d[order]
-    return i, j, shifts
+        distances = distances[order]
+    return wrapped, image, i, j, shifts, distances
