@@ -1,10 +1,15 @@
-"""Process-wide settings for long-running inference (the server, batch scoring)."""
+"""Process-wide settings and failure isolation for long-running inference (the server, batch
+scoring)."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+Item = TypeVar("Item")
 
 _M_TRIM_THRESHOLD = -1  # glibc mallopt parameters (malloc.h)
 _M_MMAP_MAX = -4
@@ -30,3 +35,18 @@ def retain_freed_memory() -> bool:
         return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
     except (OSError, AttributeError):  # not glibc
         return False
+
+
+def each_alone(compute: Callable[[list[Item]], list[Any]], items: Sequence[Item]) -> list[Any]:
+    """``compute`` run on each item by itself: per item, its one result or the exception it raised.
+
+    The fallback after a batch fails: rerunning one item at a time gives the error to the item
+    that causes it and answers the items it shared the batch with. ``compute`` maps a list of
+    items to one result per item."""
+    out: list[Any] = []
+    for item in items:
+        try:
+            out.extend(compute([item]))
+        except Exception as err:  # noqa: BLE001 - this item's own failure
+            out.append(err)
+    return out

@@ -26,6 +26,7 @@ from atomistic.data.convert import (
     as_structure,
     validate_structure,
 )
+from atomistic.runtime import each_alone
 from atomistic.voigt import with_voigt_forms
 
 INPUT_FORMATS = ("extxyz", "jsonl")
@@ -117,12 +118,7 @@ def score_chunk(potential, items: list[tuple[int, Any]], properties: tuple[str, 
         try:
             results: list[Any] = potential.predict(valid, properties=properties)
         except Exception:  # noqa: BLE001 - rerun one by one: only the failing structure gets the error
-            results = []
-            for structure in valid:
-                try:
-                    results.extend(potential.predict([structure], properties=properties))
-                except Exception as err:  # noqa: BLE001 - this structure's own failure
-                    results.append(err)
+            results = each_alone(lambda structures: potential.predict(structures, properties=properties), valid)
         for k, result in zip(positions, results, strict=True):
             if isinstance(result, Exception):
                 records[k] = {"index": items[k][0], "error": f"inference failed: {type(result).__name__}: {result}"}

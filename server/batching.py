@@ -21,6 +21,7 @@ from atomistic import keys
 from atomistic.data.convert import Structure
 from atomistic.data.graph import build_graph, split_results
 from atomistic.models.potential import select_properties
+from atomistic.runtime import each_alone
 from atomistic.voigt import with_voigt_forms
 
 
@@ -182,7 +183,7 @@ class MicroBatcher:
                 raise
             if isinstance(err, torch.OutOfMemoryError):
                 return self._in_halves(batch)
-            return self._one_by_one(batch)
+            return each_alone(self._compute, batch)
 
     def _in_halves(self, batch: list[WorkItem]) -> list[Any]:
         if torch.cuda.is_available():
@@ -194,15 +195,6 @@ class MicroBatcher:
                 out.extend(self._compute(part))
             except torch.OutOfMemoryError as err:
                 out.extend([err] * len(part))
-        return out
-
-    def _one_by_one(self, batch: list[WorkItem]) -> list[Any]:
-        out: list[Any] = []
-        for item in batch:
-            try:
-                out.extend(self._compute([item]))
-            except Exception as err:  # noqa: BLE001 - this structure's own failure
-                out.append(err)
         return out
 
     def _compute(self, batch: list[WorkItem]) -> list[dict[str, Any]]:
