@@ -10,12 +10,15 @@ against the first run, and each run's best epoch.
 Energies are meV/atom (meV per structure with ``--atoms N``), forces eV/Å; the numbers are the
 EMA-weight validation metrics the run logged, not a new evaluation. ``--source`` compares the
 metrics of one source folder of the validation set (``Ge`` for ``data/mlearn/Ge/…``), which a
-run logs where its validation set comes from more than one folder.
+run logs where its validation set comes from more than one folder. Where two runs' recorded
+configs (``config.json``) hold out different structures, a warning says so above the table: their
+errors are then on different sets and the ratio does not compare the models.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -23,12 +26,44 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from atomistic.training.config import config_from_dict  # noqa: E402
 from atomistic.training.loop import (  # noqa: E402
     METRICS_LOG,
     latest_epoch_records,
     read_metrics_log,
     training_hours,
 )
+
+
+def held_out_key(run_dir: Path) -> tuple | None:
+    """What decides which structures ``run_dir``'s run held out, from its ``config.json`` (None
+    without one): per split file its path, fraction and subset size, the validation files, the
+    seed and the stratification. Each file is split by its own seeded draw, so a file added with
+    no validation share leaves the held-out set as it was."""
+    path = run_dir / "config.json"
+    if not path.is_file():
+        return None
+    config = config_from_dict(json.loads(path.read_text()))
+    data = config.data
+    if data.valid:
+        return ("files", tuple((f.path, f.max_structures) for f in data.valid))
+    split = tuple(
+        (f.path, data.fraction_of(f), f.max_structures) for f in data.train if data.fraction_of(f)
+    )
+    return ("split", split, config.seed, tuple(data.stratify_by))
+
+
+def split_warnings(run_dirs: list[Path]) -> list[str]:
+    """One line per run whose held-out set differs from the first run's (both configs recorded)."""
+    reference = held_out_key(run_dirs[0])
+    if reference is None:
+        return []
+    return [
+        f"warning: {run_dir} holds out a different validation set from {run_dirs[0]} (their config.json differ in "
+        "the split files, fractions, seed or stratification): the errors below are on different structures"
+        for run_dir in run_dirs[1:]
+        if (key := held_out_key(run_dir)) is not None and key != reference
+    ]
 
 
 def read_metrics(run_dir: Path) -> tuple[dict[int, dict], float]:
@@ -133,6 +168,8 @@ def main(argv=None) -> None:
         runs[name], hours[name] = records, run_hours
     last = max(max(records) for records in runs.values())
     epochs = args.epochs or sorted({*range(args.every, last + 1, args.every), *(max(r) for r in runs.values())})
+    for line in split_warnings(args.runs):
+        print(line)
     print(table(runs, epochs, args.metric, args.atoms))
     print()
     print(best_epochs(runs, hours, args.metric, args.atoms))

@@ -83,3 +83,18 @@ def test_one_source_compares_its_own_metrics_and_names_what_a_run_logs(tmp_path,
         compare_runs.main([str(new), "--source", "Si"])
     with pytest.raises(SystemExit, match="logs no validation metrics for source 'Ge' \\(it logs none per source\\)"):
         compare_runs.main([str(old), "--source", "Ge"])
+
+
+def test_runs_that_hold_out_different_structures_are_flagged(tmp_path, capsys):
+    recorded = json.loads((ROOT / "docs" / "runs" / "organic_w128s" / "config.json").read_text())
+    first = write_run(tmp_path / "first", [(1, 10.0, 0.2)])
+    same = write_run(tmp_path / "same", [(1, 9.0, 0.1)])
+    more_data = write_run(tmp_path / "more_data", [(1, 9.0, 0.1)])
+    (first / "config.json").write_text(json.dumps(recorded))
+    # a file added with no validation share leaves the held-out set as it was
+    extra = {**recorded, "data": {**recorded["data"], "train": [*recorded["data"]["train"], {"path": "data/botnet/3BPA/train_300K.xyz", "valid_fraction": 0.0}]}}
+    (same / "config.json").write_text(json.dumps(extra))
+    (more_data / "config.json").write_text(json.dumps({**recorded, "data": {**recorded["data"], "valid_fraction": 0.05}}))
+    compare_runs.main([str(first), str(same), str(more_data), "--epochs", "1"])
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and str(more_data) in warnings[0] and "different validation set" in warnings[0]
