@@ -17,13 +17,15 @@ them; an empty cell means "not listed"):
 - ``outside_acac_force`` / ``inside_acac_force``: 600 K force RMSE (meV/Å) on the structures
   outside / inside the acac 300 K distance support; ``outside_all_force`` / ``inside_all_force``:
   the same against the acac + ethanol + methanol support.
+- ``config`` (optional column; empty: ``scripts/configs/organic_w128_restart.yaml``): the config a
+  kept restart was trained with (``scripts/train_organic.sh`` runs it).
 - ``remark``: the last column of the note's lineage table; for a restart without ``stage_hours``,
   what it was (it is named as not kept). A kept restart whose remark begins with
   ``not shipped`` is a stage of the chain that was never published as ``organic``: the note names
   the last row before the model without that remark as the one shipped before it.
 
-The last row is the model the note describes: the last warm restart of ``organic_w128``, run by
-``scripts/configs/organic_w128_restart.yaml`` from the row before it in the restart family.
+The last row is the model the note describes: the last warm restart of ``organic_w128``, run by its
+``config`` from the row before it in the restart family.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LINEAGE = ROOT / "docs" / "runs" / "organic_lineage.csv"
 RESTART_FAMILY = re.compile(r"organic_w128[a-z]$")  # warm restarts of organic_w128
 WIDENED_FROM = "organic_w128"
+RESTART_CONFIG = "scripts/configs/organic_w128_restart.yaml"  # a restart's config unless its row names another
 NOT_SHIPPED = "not shipped"  # how a remark marks a kept stage that was never published
 FIGURE_COLUMNS = (
     "validation_energy",
@@ -65,6 +68,7 @@ class LineageRow:
     paused: bool
     figures: dict[str, float | None]
     remark: str
+    config: str = RESTART_CONFIG
 
     @property
     def is_restart(self) -> bool:
@@ -113,8 +117,12 @@ def read_lineage(path: Path = LINEAGE) -> list[LineageRow]:
                     paused=record["paused"].strip() == "yes",
                     figures={column: _number(record[column], column, name) for column in FIGURE_COLUMNS},
                     remark=record["remark"].strip(),
+                    config=(record.get("config") or "").strip() or RESTART_CONFIG,
                 )
             )
+    for row in rows:
+        if not (ROOT / row.config).is_file():
+            raise SystemExit(f"{path.name}: row {row.name}: column config names {row.config}, which is not a file")
     if not rows or not rows[-1].is_restart or not rows[-1].is_stage:
         raise SystemExit(f"{path}: the last row must be the newest kept restart of {WIDENED_FROM}")
     return rows
@@ -204,6 +212,8 @@ def organic_note(rows: list[LineageRow]) -> str:
     paused = [code(row.name) for row in stages if row.paused]
     paused_text = (f"; for {join_words(paused)} less the time their metrics logs count inside an epoch paused for a test run"
                    if paused else "")
+    other_configs = [row for row in kept if row.config != RESTART_CONFIG]
+    other_text = "".join(f"; {code(row.name)} with {code(row.config)}, as its remark says" for row in other_configs)
     for column, what in (("outside_acac_force", "support figures (scripts/support_errors.py)"),
                          ("outside_all_force", "acac + ethanol support figures")):
         if model.figures[column] is None:
@@ -211,9 +221,9 @@ def organic_note(rows: list[LineageRow]) -> str:
 
     return (
         f"{code(model.name)}: the last of {count} warm restarts of {code(WIDENED_FROM)}, {spans}{not_kept}, "
-        f"each `scripts/configs/organic_w128_restart.yaml` run from the previous one's best weights in its own run "
+        f"each `{RESTART_CONFIG}` run from the previous one's best weights in its own run "
         f"directory (for this one `--run-dir runs/{model.name} --init runs/{previous.name}/best`): 110 epochs, "
-        "cosine from 0.0005, energy weight 100 after epoch 80, on the same data (config and metrics of each in "
+        f"cosine from 0.0005, energy weight 100 after epoch 80, on the same data{other_text} (config and metrics of each in "
         "`docs/runs/<name>`, the weights of `organic_w128b` in `docs/runs/organic_w128b/best`). `organic_w128` is "
         "`organic_v14` (64 channels, l ≤ 2 hidden features; kept as `organic-compact`) widened to 128 channels "
         "(`model.widen_channels`: the widened model starts with `organic_v14`'s function, the weights that read the "
@@ -231,7 +241,7 @@ def organic_note(rows: list[LineageRow]) -> str:
         "(the same data and cycle); weights of each in `docs/runs/`. "
         f"Training time in all: {sum(row.stage_hours for row in stages):.1f} h over {len(stages)} stages (sums of epoch "
         f"times{paused_text}) on a 2-core CPU.\n\n"
-        "Every model of the lineage on the same validation split, in training order (RMSE; E in meV/molecule, F in "
+        "Every model of the lineage on the same validation split unless its remark says otherwise, in training order (RMSE; E in meV/molecule, F in "
         "meV/Å; the 600 K file is acac `train_600K.xyz`, never trained on; a dash: not measured):\n\n"
         f"{lineage_table(rows, shipped_before)}\n\n"
         "The ethanol forces are what moved the 600 K error: 91 of the 500 600 K structures hold a bond shorter than "
@@ -249,11 +259,11 @@ def organic_note(rows: list[LineageRow]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lineage", type=Path, default=LINEAGE, help="the lineage table (default: %(default)s)")
-    parser.add_argument("--stages", action="store_true", help="print the kept restarts, one per line, instead")
+    parser.add_argument("--stages", action="store_true", help="print the kept restarts and their configs, one per line, instead")
     args = parser.parse_args(argv)
     rows = read_lineage(args.lineage)
     if args.stages:
-        print("\n".join(row.name for row in kept_restarts(rows)))
+        print("\n".join(f"{row.name} {row.config}" for row in kept_restarts(rows)))
         return
     print(organic_note(rows))
 

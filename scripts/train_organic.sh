@@ -9,9 +9,9 @@
 # methanol geometries (110 epochs, about 1.2 h on two threads) and organic_v14 from organic_v13 on
 # the same data (110 epochs, about 1.1 h), published as organic-compact; then organic_w128,
 # organic_v14 widened to 128 channels and trained on (90 epochs, about 1.5 h on two threads), and
-# its warm restarts (scripts/configs/organic_w128_restart.yaml, each from the previous one's best
-# in its own run directory; 110 epochs each, about 1.4-2.6 h on one or two threads), the last
-# published as organic. The kept restarts, their training hours and held-out figures are the rows
+# its warm restarts (scripts/configs/organic_w128_restart.yaml unless the lineage table names another
+# config, each from the previous one's best in its own run directory; 110 epochs each, about
+# 1.4-2.6 h on one or two threads), the last published as organic. The kept restarts, their training hours and held-out figures are the rows
 # of docs/runs/organic_lineage.csv, which scripts/organic_card_note.py turns into the card's note.
 # Re-running resumes an interrupted run.
 set -euo pipefail
@@ -29,10 +29,10 @@ bash scripts/train_or_resume.sh scripts/configs/organic_v14.yaml --init runs/org
 .venv/bin/python scripts/write_model_card.py checkpoints/organic-compact --bar organic --note "$ORGANIC_COMPACT_NOTE"
 bash scripts/train_or_resume.sh scripts/configs/organic_w128.yaml --init runs/organic_v14/best
 previous=organic_w128
-restarts=$(.venv/bin/python scripts/organic_card_note.py --stages)
-for run in $restarts; do  # warm restarts, each from the previous one's best weights
-    bash scripts/train_or_resume.sh scripts/configs/organic_w128_restart.yaml --run-dir "runs/$run" --init "runs/$previous/best"
+stages=$(.venv/bin/python scripts/organic_card_note.py --stages)
+while read -r run config; do  # warm restarts, each from the previous one's best weights
+    bash scripts/train_or_resume.sh "$config" --run-dir "runs/$run" --init "runs/$previous/best"
     previous=$run
-done
+done <<< "$stages"
 .venv/bin/python scripts/publish_checkpoint.py "runs/$previous/best" organic
 .venv/bin/python scripts/write_model_card.py checkpoints/organic --bar organic --note "$(.venv/bin/python scripts/organic_card_note.py)"

@@ -395,8 +395,8 @@ def main(argv: list[str] | None = None) -> None:
         else:
             rows.append(f"| {group} | {m['n_structures']} | {m['energy_rmse_mev_per_structure']:.2f} | {m['force_rmse_mev_per_ang']:.2f} | {m['energy_mae_mev_per_atom']:.2f} | {m['force_mae_ev_per_ang']:.4f} |")
     kinds = kind_errors(predicted) if args.bar == "mlearn" else []
+    share = f"{config.data.valid_fraction * 100:.0f} %"
     if args.bar == "mlearn":
-        share = f"{config.data.valid_fraction * 100:.0f} %"
         table = ("| element | structures | energy MAE (meV/atom) | best published | force MAE (eV/Å) | best published | beats both? | stress MAE (GPa) |\n"
                  "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
         bar_text = ("Published: test-set MAE of GAP and MTP, Zuo et al., J. Phys. Chem. A 124, 731 (2020); "
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> None:
         table = ("| set | structures | energy RMSE (meV/molecule) | force RMSE (meV/Å) | energy MAE (meV/atom) | force MAE (eV/Å) |\n"
                  "|---|---|---|---|---|---|\n" + "\n".join(rows))
         bar_text = ORGANIC_BAR + (
-            "\n\nOurs are on a held-out 10 % split of the 300 K training file and on the whole 600 K training "
+            f"\n\nOurs are on a held-out {share} split of the 300 K training file and on the whole 600 K training "
             "file (a hotter, never-seen distribution), not on the official MD test sets."
         )
     species = " ".join(chemical_symbols[z] for z in manifest["species"])

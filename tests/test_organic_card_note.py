@@ -93,9 +93,37 @@ def test_stage_never_shipped_is_not_named_as_the_shipped_one(tmp_path):
     assert rows["organic_w128c"][-1] == "not shipped: its 600 K figures did not improve"
 
 
-def test_stages_option_lists_the_kept_restarts(tmp_path, capsys):
+def test_stages_option_lists_the_kept_restarts_and_their_configs(tmp_path, capsys):
     organic_card_note.main(["--lineage", str(small_lineage(tmp_path)), "--stages"])
-    assert capsys.readouterr().out.split() == ["organic_w128b", "organic_w128c", "organic_w128e"]
+    restart = organic_card_note.RESTART_CONFIG
+    assert capsys.readouterr().out.splitlines() == [f"organic_w128b {restart}", f"organic_w128c {restart}", f"organic_w128e {restart}"]
+
+
+def lineage_with_configs(tmp_path, last_config):
+    path = tmp_path / "lineage.csv"
+    path.write_text(
+        HEADER.replace(",remark\n", ",remark,config\n")
+        + "organic_w128,1.5,,1.1,7.1,5.8,30.0,47.7,24.4,77.9,24.6,,\n"
+        + "organic_w128b,1.9,,1.1,6.8,5.6,29.4,46.9,23.9,76.9,24.0,,\n"
+        + f"organic_w128c,2.0,,0.9,6.5,5.5,29.0,46.0,23.5,76.0,23.6,validation on 25 of the 50,{last_config}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_a_stage_may_name_its_own_config(tmp_path, capsys):
+    other = "scripts/configs/organic_w128_more_data_restart.yaml"
+    path = lineage_with_configs(tmp_path, other)
+    organic_card_note.main(["--lineage", str(path), "--stages"])
+    assert capsys.readouterr().out.splitlines() == [f"organic_w128b {organic_card_note.RESTART_CONFIG}", f"organic_w128c {other}"]
+    note = organic_card_note.organic_note(organic_card_note.read_lineage(path))
+    assert f"on the same data; `organic_w128c` with `{other}`, as its remark says (config" in note
+    assert table_rows(note)["organic_w128c"][-1] == "validation on 25 of the 50; this model"
+
+
+def test_a_config_that_is_not_a_file_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="row organic_w128c: column config names scripts/configs/nonexistent.yaml"):
+        organic_card_note.read_lineage(lineage_with_configs(tmp_path, "scripts/configs/nonexistent.yaml"))
 
 
 @pytest.mark.parametrize(
@@ -126,7 +154,8 @@ def test_shipped_table_matches_the_checkpoint_and_the_kept_run_logs():
     newest, previous = restarts[-1], restarts[-2]
     manifest = json.loads((ROOT / "checkpoints" / "organic" / "manifest.json").read_text())
     assert manifest["provenance"]["config"]["run_dir"] == f"runs/{newest.name}"
-    assert manifest["provenance"]["init"] == f"runs/{previous.name}/best"
+    # the previous stage's best weights, from its run directory or as published when the run began
+    assert manifest["provenance"]["init"] in (f"runs/{previous.name}/best", "checkpoints/organic")
     validation = manifest["metrics"]["validation_by_group"]["acac"]
     assert validation["energy_rmse_mev_per_structure"] == pytest.approx(newest.figures["validation_energy"], abs=5e-4)
     assert validation["force_rmse_mev_per_ang"] == pytest.approx(newest.figures["validation_force"], abs=5e-4)
