@@ -11,8 +11,9 @@
 # organic_v14 widened to 128 channels and trained on (90 epochs, about 1.5 h on two threads), and
 # its warm restarts (scripts/configs/organic_w128_restart.yaml unless the lineage table names another
 # config, each from the previous one's best in its own run directory; 110 epochs each, about
-# 1.4-2.6 h on one or two threads), the last published as organic. The kept restarts, their training hours and held-out figures are the rows
-# of docs/runs/organic_lineage.csv, which scripts/organic_card_note.py turns into the card's note.
+# 1.4-2.6 h on one or two threads), the last published as organic. The kept restarts, their
+# training hours and held-out figures are the rows of docs/runs/organic_lineage.csv, which
+# scripts/organic_card_note.py turns into the card's note.
 # Re-running resumes an interrupted run.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -184,3 +184,22 @@ def test_first_restart_starts_from_the_widened_model(tmp_path):
     note = organic_card_note.organic_note(organic_card_note.read_lineage(path))
     assert note.startswith("`organic_w128b`: ")
     assert "--init runs/organic_w128/best`" in note
+
+
+def test_several_restarts_not_kept_are_listed_together(tmp_path):
+    path = write_table(
+        tmp_path / "lineage.csv",
+        [
+            "organic_w128,1.5,,1.1,7.1,5.8,30.0,47.7,24.4,77.9,24.6,",
+            "organic_w128b,1.9,,1.1,6.8,5.6,29.4,46.9,23.9,76.9,24.0,",
+            "organic_w128c,,,1.2,6.9,5.7,29.6,,,,,AdamW weight decay 0.01",
+            'organic_w128d,,,,,,,,,,,"a plain restart, no better"',
+            "organic_w128e,1.7,,0.96,6.44,5.449,28.66,45.7,23.2,75.2,23.4,",
+        ],
+    )
+    note = organic_card_note.organic_note(organic_card_note.read_lineage(path))
+    assert note.startswith(
+        "`organic_w128e`: the last of two warm restarts of `organic_w128`, `organic_w128b` and `organic_w128e` "
+        "(not kept: `organic_w128c`, AdamW weight decay 0.01; `organic_w128d`, a plain restart, no better), each "
+    )
+    assert "(for this one `--run-dir runs/organic_w128e --init runs/organic_w128b/best`)" in note
