@@ -33,36 +33,26 @@ from atomistic.training.loop import (  # noqa: E402
     read_metrics_log,
     training_hours,
 )
+from atomistic.training.run import held_out_key  # noqa: E402
 
 
-def held_out_key(run_dir: Path) -> tuple | None:
-    """What decides which structures ``run_dir``'s run held out, from its ``config.json`` (None
-    without one): per split file its path, fraction and subset size, the validation files, the
-    seed and the stratification. Each file is split by its own seeded draw, so a file added with
-    no validation share leaves the held-out set as it was."""
+def recorded_held_out_key(run_dir: Path) -> tuple | None:
+    """:func:`~atomistic.training.run.held_out_key` of the config ``run_dir`` recorded
+    (``config.json``), None without one."""
     path = run_dir / "config.json"
-    if not path.is_file():
-        return None
-    config = config_from_dict(json.loads(path.read_text()))
-    data = config.data
-    if data.valid:
-        return ("files", tuple((f.path, f.max_structures) for f in data.valid))
-    split = tuple(
-        (f.path, data.fraction_of(f), f.max_structures) for f in data.train if data.fraction_of(f)
-    )
-    return ("split", split, config.seed, tuple(data.stratify_by))
+    return held_out_key(config_from_dict(json.loads(path.read_text()))) if path.is_file() else None
 
 
 def split_warnings(run_dirs: list[Path]) -> list[str]:
     """One line per run whose held-out set differs from the first run's (both configs recorded)."""
-    reference = held_out_key(run_dirs[0])
+    reference = recorded_held_out_key(run_dirs[0])
     if reference is None:
         return []
     return [
         f"warning: {run_dir} holds out a different validation set from {run_dirs[0]} (their config.json differ in "
         "the split files, fractions, seed or stratification): the errors below are on different structures"
         for run_dir in run_dirs[1:]
-        if (key := held_out_key(run_dir)) is not None and key != reference
+        if (key := recorded_held_out_key(run_dir)) is not None and key != reference
     ]
 
 

@@ -207,10 +207,12 @@ def organic_note(rows: list[LineageRow]) -> str:
     model, previous = rows[-1], parents[-1]
     shipped_before = next((row for row in reversed(parents) if row.was_shipped), None)
     count = NUMBER_WORDS[len(kept)] if len(kept) < len(NUMBER_WORDS) else str(len(kept))
-    if len(dropped) == 1:
+    if not dropped:
+        not_kept = ""
+    elif len(dropped) == 1:
         not_kept = f" ({code(dropped[0].name)}, {dropped[0].remark}, was not kept)"
     else:
-        not_kept = " (not kept: " + "; ".join(f"{code(row.name)}, {row.remark}" for row in dropped) + ")" if dropped else ""
+        not_kept = " (not kept: " + "; ".join(f"{code(row.name)}, {row.remark}" for row in dropped) + ")"
     stages = [row for row in rows if row.is_stage]
     paused = [code(row.name) for row in stages if row.paused]
     paused_text = (f"; for {join_words(paused)} less the time their metrics logs count inside an epoch paused for a test run"

@@ -117,14 +117,28 @@ def model_options_overridden_by_init(config: TrainConfig, potential) -> list[str
     return differences
 
 
+def held_out_key(config: TrainConfig) -> tuple:
+    """What decides which structures a run holds out: its validation files (each with its subset
+    size), or else each training file split with a share (path, share, subset size) and the
+    stratification; and the seed. Each file is split by its own seeded draw, so a training file
+    added with no validation share leaves the held-out set as it was: runs with equal keys are
+    scored on the same structures."""
+    data = config.data
+    if data.valid:
+        held_out = ("files", tuple((f.path, f.max_structures) for f in data.valid))
+    else:
+        split = tuple((f.path, data.fraction_of(f), f.max_structures) for f in data.train if data.fraction_of(f))
+        held_out = ("split", split, tuple(data.stratify_by))
+    return (*held_out, config.seed)
+
+
 def validation_split_key(config: TrainConfig) -> tuple:
-    """What decides a run's validation split (its data files, seed, ``valid_fraction`` and
-    ``stratify_by``): runs with equal keys hold out the same structures, so one's validation set
-    is never in another's training set and their errors on it may be compared or combined."""
-    return (
-        [f.path for f in config.data.train], [f.path for f in config.data.valid],
-        config.seed, config.data.valid_fraction, list(config.data.stratify_by),
-    )
+    """:func:`held_out_key` with every training file, ``valid_fraction`` and ``stratify_by``
+    besides: runs with equal keys hold out the same structures from the same files, so one's
+    validation set is never in another's training set and their errors on it may be compared or
+    combined."""
+    data = config.data
+    return (held_out_key(config), [f.path for f in data.train], data.valid_fraction, list(data.stratify_by))
 
 
 def validation_split_mismatches(configs: Mapping[str, TrainConfig]) -> list[str]:
