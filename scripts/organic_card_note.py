@@ -218,7 +218,11 @@ def organic_note(rows: list[LineageRow]) -> str:
     paused_text = (f"; for {join_words(paused)} less the time their metrics logs count inside an epoch paused for a test run"
                    if paused else "")
     other_configs = [row for row in kept if row.config != RESTART_CONFIG]
-    other_text = "".join(f"; {code(row.name)} with {code(row.config)}, as its remark says" for row in other_configs)
+    by_config: dict[str, list[str]] = {}
+    for row in other_configs:
+        by_config.setdefault(row.config, []).append(code(row.name))
+    other_text = "".join(f"; {join_words(names)} with {code(config)}, as {'its remark says' if len(names) == 1 else 'their remarks say'}"
+                         for config, names in by_config.items())
     for column, what in (("outside_acac_force", "support figures (scripts/support_errors.py)"),
                          ("outside_all_force", "acac + ethanol support figures")):
         if model.figures[column] is None:

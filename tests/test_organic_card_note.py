@@ -121,6 +121,15 @@ def test_a_stage_may_name_its_own_config(tmp_path, capsys):
     assert table_rows(note)["organic_w128c"][-1] == "validation on 25 of the 50; this model"
 
 
+def test_stages_that_share_a_config_are_named_together(tmp_path):
+    other = "scripts/configs/organic_w128_more_data_restart.yaml"
+    path = lineage_with_configs(tmp_path, other)
+    with path.open("a", encoding="utf-8") as table:
+        table.write(f"organic_w128d,1.9,,0.9,6.4,5.5,28.9,45.9,23.4,75.9,23.5,the same 25,{other}\n")
+    note = organic_card_note.organic_note(organic_card_note.read_lineage(path))
+    assert f"on the same data; `organic_w128c` and `organic_w128d` with `{other}`, as their remarks say (config" in note
+
+
 def test_a_config_that_is_not_a_file_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="row organic_w128c: column config names scripts/configs/nonexistent.yaml"):
         organic_card_note.read_lineage(lineage_with_configs(tmp_path, "scripts/configs/nonexistent.yaml"))
