@@ -13,7 +13,8 @@ such structures, and they carry most of a model's force RMSE on it.
 Prints, per checkpoint, energy RMSE (meV per structure) and force RMSE (meV/Å) on the whole
 test file, inside and outside the support, and the element pairs that put structures outside
 it; with ``--worst N``, each checkpoint's N structures of highest force RMSE (their index in the
-test file and the pairs that put them outside); with ``--also-trained-on FILE``, the support is
+test file and the pairs that put them outside), the share of the squared force error they carry and
+the force RMSE of the other structures; with ``--also-trained-on FILE``, the support is
 that of the training file and FILE together (a model trained on both). Float64.
 """
 
@@ -85,6 +86,18 @@ def errors_by_support(structures, predictions, outside: list | None) -> tuple[di
     return groups, per_structure_force_rmse
 
 
+def worst_share(force_rmse: list[float], n_components: list[int], worst: list[int]) -> tuple[float, float]:
+    """The share of the pooled squared force error that the structures ``worst`` carry, and the
+    force RMSE (meV/Å) pooled over the others; ``force_rmse`` and ``n_components`` per structure
+    (its force RMSE, meV/Å, and its number of force components, 3 × atoms)."""
+    squared = np.square(force_rmse) * np.asarray(n_components)
+    rest = np.ones(len(squared), bool)
+    rest[list(worst)] = False
+    share = float(squared[~rest].sum() / squared.sum()) if squared.sum() > 0 else 0.0
+    rest_rmse = float(np.sqrt(squared[rest].sum() / np.asarray(n_components)[rest].sum())) if rest.any() else float("nan")
+    return share, rest_rmse
+
+
 def rmse_row(name: str, groups: dict[str, tuple[list, list]], keys=("all", "inside", "outside")) -> str:
     """``| name | E RMSE / ... | F RMSE / ... |`` over ``keys`` of :func:`errors_by_support`'s groups."""
     energy = " / ".join(f"{rmse(groups[k][0]):.1f}" for k in keys)
@@ -120,9 +133,16 @@ def main(argv: list[str] | None = None) -> None:
     for checkpoint in args.checkpoints:
         potential = load_potential(checkpoint, dtype="float64")
         groups, force_rmse = errors_by_support(test, potential.predict(test, properties=["energy", "forces"]), outside)
-        for index in sorted(range(len(test)), key=lambda i: -force_rmse[i])[: args.worst]:
+        worst = sorted(range(len(test)), key=lambda i: -force_rmse[i])[: args.worst]
+        for index in worst:
             pairs = ", ".join(f"{chemical_symbols[a]}–{chemical_symbols[b]}" for a, b in outside[index]) or "inside"
             worst_lines.append(f"{checkpoint}: structure {index}: force RMSE {force_rmse[index]:.1f} meV/Å ({pairs})")
+        if worst:
+            share, rest_rmse = worst_share(force_rmse, [3 * len(s.numbers) for s in test], worst)
+            worst_lines.append(
+                f"{checkpoint}: these {len(worst)} carry {100 * share:.1f} % of the squared force error; "
+                f"force RMSE of the other {len(test) - len(worst)}: {rest_rmse:.1f} meV/Å"
+            )
         print(rmse_row(checkpoint, groups))
     if worst_lines:
         print("\n".join(worst_lines))

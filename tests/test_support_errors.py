@@ -92,6 +92,8 @@ def test_main_splits_the_rmse_into_inside_and_outside(tmp_path, capsys):
     assert force[2] > force[1]  # the compressed O-H bond is the larger error
     worst = [line for line in printed.splitlines() if ": structure " in line]
     assert len(worst) == 1 and "structure 1: force RMSE" in worst[0] and "H–O" in worst[0]
+    share_line = next(line for line in printed.splitlines() if ": these 1 carry " in line)
+    assert re.search(r"force RMSE of the other 1: [0-9.]+ meV/Å", share_line)
 
 
 def test_a_further_training_file_widens_the_support(tmp_path, capsys):
@@ -106,3 +108,14 @@ def test_a_further_training_file_widens_the_support(tmp_path, capsys):
     support_errors.main([*args, "--also-trained-on", str(ROOT / "data" / "botnet" / "ethanol" / "train.xyz")])
     printed = capsys.readouterr().out
     assert printed.startswith("2 test structures, 1 outside the training support (O–O < 2.380 Å: 1)")
+
+
+def test_the_worst_structures_share_of_the_squared_force_error():
+    # two structures of 3 atoms (9 components) at 2 and 1 meV/Å, one of 1 atom (3) at 4 meV/Å
+    force_rmse, n_components = [2.0, 1.0, 4.0], [9, 9, 3]
+    # squared sums per structure: 4 × 9 = 36, 1 × 9 = 9, 16 × 3 = 48; 93 in all
+    share, rest = support_errors.worst_share(force_rmse, n_components, [2])
+    assert share == pytest.approx(48 / 93)
+    assert rest == pytest.approx(np.sqrt((36 + 9) / 18))
+    share, rest = support_errors.worst_share(force_rmse, n_components, [2, 0])
+    assert share == pytest.approx((48 + 36) / 93) and rest == pytest.approx(1.0)
