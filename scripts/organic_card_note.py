@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LINEAGE = ROOT / "docs" / "runs" / "organic_lineage.csv"
-RESTART_FAMILY = re.compile(r"organic_w128[a-z]$")  # warm restarts of organic_w128
+RESTART_FAMILY = re.compile(r"organic_w128[a-z]+$")  # warm restarts of organic_w128: b to z, then za, zb, ...
 WIDENED_FROM = "organic_w128"
 RESTART_CONFIG = "scripts/configs/organic_w128_restart.yaml"  # a restart's config unless its row names another
 NOT_SHIPPED = "not shipped"  # how a remark marks a kept stage that was never published

@@ -212,3 +212,17 @@ def test_several_restarts_not_kept_are_listed_together(tmp_path):
         "(not kept: `organic_w128c`, AdamW weight decay 0.01; `organic_w128d`, a plain restart, no better), each "
     )
     assert "(for this one `--run-dir runs/organic_w128e --init runs/organic_w128b/best`)" in note
+
+
+def test_restarts_after_z_continue_the_chain(tmp_path):
+    path = write_table(
+        tmp_path / "lineage.csv",
+        [
+            "organic_w128,1.5,,1.1,7.1,5.8,30.0,47.7,24.4,77.9,24.6,",
+            "organic_w128z,1.9,,1.1,6.8,5.6,29.4,46.9,23.9,76.9,24.0,",
+            "organic_w128za,1.8,,1.0,6.7,5.5,29.2,46.5,23.8,76.5,23.9,",
+        ],
+    )
+    note = organic_card_note.organic_note(organic_card_note.read_lineage(path))
+    assert note.startswith("`organic_w128za`: the last of two warm restarts of `organic_w128`, `organic_w128z` to `organic_w128za`, each")
+    assert "(for this one `--run-dir runs/organic_w128za --init runs/organic_w128z/best`)" in note

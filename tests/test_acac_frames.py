@@ -1,0 +1,54 @@
+"""scripts/acac_frames.py: geometry and force errors of chosen acetylacetone frames."""
+
+import importlib.util
+import re
+
+import ase.io
+import numpy as np
+import pytest
+
+from atomistic.data.convert import Structure
+from tests.paths import ROOT
+
+spec = importlib.util.spec_from_file_location("acac_frames", ROOT / "scripts" / "acac_frames.py")
+acac_frames = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(acac_frames)
+
+
+def test_enol_geometry_of_a_centred_and_an_offset_hydrogen():
+    # O at ±1.2 Å on x, C bonded to the first O at 1.25 Å, H on the O···O axis
+    def frame(h_x):
+        numbers = np.array([8, 8, 6, 1])
+        positions = np.array([[-1.2, 0, 0], [1.2, 0, 0], [-1.2, 1.25, 0], [h_x, 0, 0]], dtype=float)
+        return Structure(numbers=numbers, positions=positions, cell=np.zeros((3, 3)), pbc=np.zeros(3, bool))
+
+    centred = acac_frames.enol_geometry(frame(0.0))
+    assert centred == pytest.approx({"shortest C–O": 1.25, "O···O": 2.4, "enol H asymmetry": 0.0})
+    assert acac_frames.enol_geometry(frame(-0.2))["enol H asymmetry"] == pytest.approx(0.4)
+
+
+def test_a_frame_without_two_oxygens_is_refused():
+    water = Structure(numbers=np.array([8, 1, 1]), positions=np.eye(3), cell=np.zeros((3, 3)), pbc=np.zeros(3, bool))
+    with pytest.raises(ValueError, match="2 oxygens"):
+        acac_frames.enol_geometry(water)
+
+
+def test_main_reports_training_extremes_and_the_chosen_frames(tmp_path, capsys):
+    acac = ROOT / "data" / "botnet" / "acac"
+    ase.io.write(tmp_path / "train.xyz", ase.io.read(acac / "train_300K.xyz", ":50"))
+    ase.io.write(tmp_path / "test.xyz", [ase.io.read(acac / "train_600K.xyz", i) for i in (0, 189)])
+    acac_frames.main([str(tmp_path / "train.xyz"), str(tmp_path / "test.xyz"), "1", "--checkpoint", str(ROOT / "checkpoints" / "organic")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{tmp_path / 'train.xyz'} (50 frames): smallest shortest C–O ")
+    frame = lines[-1]
+    assert frame.startswith("frame 1: ")
+    asymmetry = float(re.search(r"enol H asymmetry ([0-9.]+) Å", frame).group(1))
+    assert asymmetry < 0.1  # frame 189 of the 600 K file: the proton mid transfer
+    assert len(re.findall(r"[A-Z][a-z]?\d+ [0-9.]+ eV/Å", frame)) == 3
+
+
+def test_a_frame_outside_the_test_file_is_refused(tmp_path):
+    acac = ROOT / "data" / "botnet" / "acac"
+    ase.io.write(tmp_path / "frames.xyz", ase.io.read(acac / "train_600K.xyz", ":2"))
+    with pytest.raises(SystemExit, match="frames: 5 is not a frame"):
+        acac_frames.main([str(tmp_path / "frames.xyz"), str(tmp_path / "frames.xyz"), "5"])
