@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     support = training_support([s for path in [args.training_file, *args.also_trained_on] for s in read_labelled(path)])
     test = read_labelled(args.test_file)
     outside = [outside_pairs(s, support) for s in test]
+    n_components = [3 * len(s.numbers) for s in test]
     n_out = sum(bool(o) for o in outside)
     counts: dict[str, int] = {}
     for pairs in outside:
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
             pairs = ", ".join(f"{chemical_symbols[a]}–{chemical_symbols[b]}" for a, b in outside[index]) or "inside"
             worst_lines.append(f"{checkpoint}: structure {index}: force RMSE {force_rmse[index]:.1f} meV/Å ({pairs})")
         if worst:
-            share, rest_rmse = worst_share(force_rmse, [3 * len(s.numbers) for s in test], worst)
+            share, rest_rmse = worst_share(force_rmse, n_components, worst)
             worst_lines.append(
                 f"{checkpoint}: these {len(worst)} carry {100 * share:.1f} % of the squared force error; "
                 f"force RMSE of the other {len(test) - len(worst)}: {rest_rmse:.1f} meV/Å"
