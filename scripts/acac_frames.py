@@ -5,10 +5,13 @@ Acetylacetone's enol ring holds one hydrogen between two oxygens; its hotter fra
 C–O bonds and push that hydrogen towards the middle (proton transfer). Per frame this prints the
 shortest C–O bond, the O···O distance, the enol hydrogen's asymmetry |d(O1–H) − d(O2–H)| (0 when it
 is centred), the largest labelled atomic force, and with ``--checkpoint`` the atoms of largest force
-error; first, the same extremes over the training file.
+error; first, the same extremes over the training file. When the ring's hydrogen bond breaks (the
+O–H turned away), O···O grows past anything at 300 K: ``--open`` counts the test frames whose O···O
+is longer than the training file's longest and, with ``--checkpoint``, pools the model's energy
+(meV per structure) and force (meV/Å) RMSE over them and over the rest.
 
     python scripts/acac_frames.py data/botnet/acac/train_300K.xyz data/botnet/acac/train_600K.xyz 1 189 \\
-        --checkpoint checkpoints/organic
+        --checkpoint checkpoints/organic [--open]
 
 Distances in Å, forces in eV/Å; float64.
 """
@@ -55,6 +58,18 @@ def largest_force(structure: Structure) -> float:
     return float(np.linalg.norm(np.asarray(structure.labels["forces"]), axis=1).max())
 
 
+def pooled_rmse(structures: list[Structure], predictions: list[dict]) -> tuple[float, float, float]:
+    """Energy RMSE (meV per structure), force RMSE (meV/Å) and the pooled squared force error
+    ((meV/Å)², summed over components) of ``predictions`` against the labels of ``structures``."""
+    energy = [1000.0 * (float(p["energy"]) - float(s.labels["energy"])) for s, p in zip(structures, predictions, strict=True)]
+    force = np.concatenate([
+        1000.0 * (np.asarray(p["forces"]) - np.asarray(s.labels["forces"])).ravel()
+        for s, p in zip(structures, predictions, strict=True)
+    ])
+    squared = float(np.square(force).sum())
+    return float(np.sqrt(np.mean(np.square(energy)))), float(np.sqrt(squared / force.size)), squared
+
+
 def describe(values: dict[str, float]) -> str:
     return ", ".join(f"{name} {value:.3f} Å" for name, value in values.items())
 
@@ -63,9 +78,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("training_file")
     parser.add_argument("test_file")
-    parser.add_argument("frames", nargs="+", type=int, help="indices of frames in the test file")
+    parser.add_argument("frames", nargs="*", type=int, help="indices of frames in the test file")
     parser.add_argument("--checkpoint", help="also list this model's atoms of largest force error")
     parser.add_argument("--atoms", type=int, default=3, help="how many atoms of largest error to list")
+    parser.add_argument(
+        "--open", action="store_true",
+        help="count the test frames with a longer O···O than any training frame (with --checkpoint: their RMSE and the rest's)",
+    )
     args = parser.parse_args(argv)
     training = read_labelled(args.training_file)
     test = read_labelled(args.test_file)
@@ -79,6 +98,21 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.training_file} ({len(training)} frames): smallest {describe(minima)}; "
           f"largest atomic force {largest_training_force:.2f} eV/Å")
     print(f"{args.test_file}: {sum(f > largest_training_force for f in forces)} of {len(test)} frames hold a larger atomic force")
+    if args.open:
+        longest = max(g["O···O"] for g in geometries)
+        open_frames = [i for i, s in enumerate(test) if enol_geometry(s)["O···O"] > longest]
+        print(f"{args.test_file}: {len(open_frames)} of {len(test)} frames have a longer O···O than the training file's "
+              f"longest, {longest:.3f} Å: {' '.join(map(str, open_frames)) or 'none'}")
+        if args.checkpoint:
+            everything = load_potential(args.checkpoint, dtype="float64").predict(test, properties=["energy", "forces"])
+            is_open = np.zeros(len(test), bool)
+            is_open[open_frames] = True
+            rows = {name: pooled_rmse([test[i] for i in np.flatnonzero(mask)], [everything[i] for i in np.flatnonzero(mask)])
+                    for name, mask in (("open", is_open), ("the rest", ~is_open)) if mask.any()}
+            total = sum(row[2] for row in rows.values())
+            for name, (energy, force, squared) in rows.items():
+                print(f"{args.checkpoint}: {name}: energy RMSE {energy:.1f} meV, force RMSE {force:.1f} meV/Å, "
+                      f"{100 * squared / total:.1f} % of the squared force error")
     chosen = [test[i] for i in args.frames]
     predictions = None
     if args.checkpoint:

@@ -14,7 +14,7 @@ Prints, per checkpoint, energy RMSE (meV per structure) and force RMSE (meV/Å) 
 test file, inside and outside the support, and the element pairs that put structures outside
 it; with ``--worst N``, each checkpoint's N structures of highest force RMSE (their index in the
 test file and the pairs that put them outside), the share of the squared force error they carry and
-the force RMSE of the other structures; with ``--also-trained-on FILE``, the support is
+the force RMSE of the other structures, and the same for its N structures of largest energy error; with ``--also-trained-on FILE``, the support is
 that of the training file and FILE together (a model trained on both). Float64.
 """
 
@@ -86,11 +86,12 @@ def errors_by_support(structures, predictions, outside: list | None) -> tuple[di
     return groups, per_structure_force_rmse
 
 
-def worst_share(force_rmse: list[float], n_components: list[int], worst: list[int]) -> tuple[float, float]:
-    """The share of the pooled squared force error that the structures ``worst`` carry, and the
-    force RMSE (meV/Å) pooled over the others; ``force_rmse`` and ``n_components`` per structure
-    (its force RMSE, meV/Å, and its number of force components, 3 × atoms)."""
-    squared = np.square(force_rmse) * np.asarray(n_components)
+def worst_share(per_structure_rmse: list[float], n_components: list[int], worst: list[int]) -> tuple[float, float]:
+    """The share of the pooled squared error that the structures ``worst`` carry, and the RMSE
+    pooled over the others (in the unit of ``per_structure_rmse``); ``per_structure_rmse`` and
+    ``n_components`` per structure: its force RMSE (meV/Å) and number of force components
+    (3 × atoms), or its absolute energy error (meV) and 1."""
+    squared = np.square(per_structure_rmse) * np.asarray(n_components)
     rest = np.ones(len(squared), bool)
     rest[list(worst)] = False
     share = float(squared[~rest].sum() / squared.sum()) if squared.sum() > 0 else 0.0
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("training_file")
     parser.add_argument("test_file")
     parser.add_argument("checkpoints", nargs="+")
-    parser.add_argument("--worst", type=int, default=0, help="list each checkpoint's N structures of highest force RMSE")
+    parser.add_argument("--worst", type=int, default=0, help="list each checkpoint's N structures of highest force RMSE and of largest energy error")
     parser.add_argument(
         "--also-trained-on", action="append", default=[], metavar="FILE",
         help="a further training file (e.g. an auxiliary molecule) whose distances join the support; repeatable",
@@ -143,6 +144,17 @@ def main(argv: list[str] | None = None) -> None:
             worst_lines.append(
                 f"{checkpoint}: these {len(worst)} carry {100 * share:.1f} % of the squared force error; "
                 f"force RMSE of the other {len(test) - len(worst)}: {rest_rmse:.1f} meV/Å"
+            )
+        energy_error = groups["all"][0]
+        worst = sorted(range(len(test)), key=lambda i: -abs(energy_error[i]))[: args.worst]
+        for index in worst:
+            pairs = ", ".join(f"{chemical_symbols[a]}–{chemical_symbols[b]}" for a, b in outside[index]) or "inside"
+            worst_lines.append(f"{checkpoint}: structure {index}: energy error {energy_error[index]:+.1f} meV ({pairs})")
+        if worst:
+            share, rest_rmse = worst_share(np.abs(energy_error).tolist(), [1] * len(test), worst)
+            worst_lines.append(
+                f"{checkpoint}: these {len(worst)} carry {100 * share:.1f} % of the squared energy error; "
+                f"energy RMSE of the other {len(test) - len(worst)}: {rest_rmse:.1f} meV"
             )
         print(rmse_row(checkpoint, groups))
     if worst_lines:

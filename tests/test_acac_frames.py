@@ -52,3 +52,36 @@ def test_a_frame_outside_the_test_file_is_refused(tmp_path):
     ase.io.write(tmp_path / "frames.xyz", ase.io.read(acac / "train_600K.xyz", ":2"))
     with pytest.raises(SystemExit, match="frames: 5 is not a frame"):
         acac_frames.main([str(tmp_path / "frames.xyz"), str(tmp_path / "frames.xyz"), "5"])
+
+
+def test_open_counts_the_frames_with_a_broken_hydrogen_bond_and_splits_their_error(tmp_path, capsys):
+    acac = ROOT / "data" / "botnet" / "acac"
+    ase.io.write(tmp_path / "train.xyz", ase.io.read(acac / "train_300K.xyz", ":50"))
+    # frame 73 of the 600 K file has its O-H turned away: O...O 3.19 Å, beyond any 300 K frame (2.87 Å)
+    ase.io.write(tmp_path / "test.xyz", [ase.io.read(acac / "train_600K.xyz", i) for i in (0, 73, 5)])
+    acac_frames.main([str(tmp_path / "train.xyz"), str(tmp_path / "test.xyz"), "--open", "--checkpoint", str(ROOT / "checkpoints" / "organic")])
+    lines = capsys.readouterr().out.splitlines()
+    count = next(line for line in lines if "longer O···O" in line)
+    assert re.search(r"1 of 3 frames have a longer O···O than the training file's longest, [0-9.]+ Å: 1$", count)
+    shares = {}
+    for line in lines:
+        if match := re.search(r": (open|the rest): energy RMSE ([0-9.]+) meV, force RMSE ([0-9.]+) meV/Å, ([0-9.]+) % of", line):
+            shares[match.group(1)] = [float(x) for x in match.groups()[1:]]
+    assert set(shares) == {"open", "the rest"}
+    assert shares["open"][2] + shares["the rest"][2] == pytest.approx(100.0, abs=0.11)
+    assert shares["open"][1] > shares["the rest"][1]  # the broken hydrogen bond is the larger force error
+
+
+def test_pooled_rmse_of_two_frames():
+    def frame(energy, forces):
+        return Structure(
+            numbers=np.array([1, 1]), positions=np.eye(2, 3), cell=np.zeros((3, 3)), pbc=np.zeros(3, bool),
+            labels={"energy": energy, "forces": np.asarray(forces, float)},
+        )
+
+    structures = [frame(1.0, [[0, 0, 0], [0, 0, 0]]), frame(2.0, [[0, 0, 0], [0, 0, 0]])]
+    predictions = [{"energy": 1.003, "forces": np.full((2, 3), 0.001)}, {"energy": 1.996, "forces": np.full((2, 3), 0.003)}]
+    energy, force, squared = acac_frames.pooled_rmse(structures, predictions)
+    assert energy == pytest.approx(np.sqrt((9 + 16) / 2))
+    assert squared == pytest.approx(6 * 1 + 6 * 9)
+    assert force == pytest.approx(np.sqrt(60 / 12))

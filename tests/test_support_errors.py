@@ -90,10 +90,18 @@ def test_main_splits_the_rmse_into_inside_and_outside(tmp_path, capsys):
     assert _pools_within_rounding(*energy)
     assert _pools_within_rounding(*force)
     assert force[2] > force[1]  # the compressed O-H bond is the larger error
-    worst = [line for line in printed.splitlines() if ": structure " in line]
+    worst = [line for line in printed.splitlines() if ": structure " in line and "force RMSE" in line]
     assert len(worst) == 1 and "structure 1: force RMSE" in worst[0] and "H–O" in worst[0]
-    share_line = next(line for line in printed.splitlines() if ": these 1 carry " in line)
+    share_line = next(line for line in printed.splitlines() if ": these 1 carry " in line and "force" in line)
     assert re.search(r"force RMSE of the other 1: [0-9.]+ meV/Å", share_line)
+    # the structure of largest energy error, its share of the squared energy error and the other's
+    (worst_energy,) = [line for line in printed.splitlines() if ": structure " in line and "energy error" in line]
+    largest = abs(float(re.search(r"energy error ([-+][0-9.]+) meV", worst_energy).group(1)))
+    energy_share = next(line for line in printed.splitlines() if ": these 1 carry " in line and "energy" in line)
+    share, other = (float(x) for x in re.search(r"carry ([0-9.]+) % .* other 1: ([0-9.]+) meV", energy_share).groups())
+    assert largest >= other - 0.05
+    assert abs(share / 100 - largest**2 / (largest**2 + other**2)) < 0.01 + 0.1 / max(largest, 0.1)
+    assert abs(np.sqrt((largest**2 + other**2) / 2) - energy[0]) <= 0.1
 
 
 def test_a_further_training_file_widens_the_support(tmp_path, capsys):
