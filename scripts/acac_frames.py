@@ -98,13 +98,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.training_file} ({len(training)} frames): smallest {describe(minima)}; "
           f"largest atomic force {largest_training_force:.2f} eV/Å")
     print(f"{args.test_file}: {sum(f > largest_training_force for f in forces)} of {len(test)} frames hold a larger atomic force")
+    potential = load_potential(args.checkpoint, dtype="float64") if args.checkpoint else None
     if args.open:
         longest = max(g["O···O"] for g in geometries)
         open_frames = [i for i, s in enumerate(test) if enol_geometry(s)["O···O"] > longest]
         print(f"{args.test_file}: {len(open_frames)} of {len(test)} frames have a longer O···O than the training file's "
               f"longest, {longest:.3f} Å: {' '.join(map(str, open_frames)) or 'none'}")
-        if args.checkpoint:
-            everything = load_potential(args.checkpoint, dtype="float64").predict(test, properties=["energy", "forces"])
+        if potential is not None:
+            everything = potential.predict(test, properties=["energy", "forces"])
             is_open = np.zeros(len(test), bool)
             is_open[open_frames] = True
             rows = {name: pooled_rmse([test[i] for i in np.flatnonzero(mask)], [everything[i] for i in np.flatnonzero(mask)])
@@ -115,8 +116,8 @@ def main(argv: list[str] | None = None) -> None:
                       f"{100 * squared / total:.1f} % of the squared force error")
     chosen = [test[i] for i in args.frames]
     predictions = None
-    if args.checkpoint:
-        predictions = load_potential(args.checkpoint, dtype="float64").predict(chosen, properties=["forces"])
+    if potential is not None:
+        predictions = potential.predict(chosen, properties=["forces"])
     for k, (index, structure) in enumerate(zip(args.frames, chosen, strict=True)):
         line = f"frame {index}: {describe(enol_geometry(structure))}; largest atomic force {forces[index]:.2f} eV/Å"
         if predictions is not None:

@@ -14,8 +14,9 @@ Prints, per checkpoint, energy RMSE (meV per structure) and force RMSE (meV/Å) 
 test file, inside and outside the support, and the element pairs that put structures outside
 it; with ``--worst N``, each checkpoint's N structures of highest force RMSE (their index in the
 test file and the pairs that put them outside), the share of the squared force error they carry and
-the force RMSE of the other structures, and the same for its N structures of largest energy error; with ``--also-trained-on FILE``, the support is
-that of the training file and FILE together (a model trained on both). Float64.
+the force RMSE of the other structures, and the same for its N structures of largest energy error;
+with ``--also-trained-on FILE``, the support is that of the training file and FILE together (a
+model trained on both). Float64.
 """
 
 from __future__ import annotations
