@@ -28,6 +28,10 @@ from ase.data import chemical_symbols
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from support_errors import errors_by_support, rmse  # noqa: E402
+
 from atomistic import load_potential  # noqa: E402
 from atomistic.data import read_labelled  # noqa: E402
 from atomistic.data.convert import Structure  # noqa: E402
@@ -56,18 +60,6 @@ def enol_geometry(structure: Structure) -> dict[str, float]:
 def largest_force(structure: Structure) -> float:
     """The largest labelled atomic force of a frame, eV/Å."""
     return float(np.linalg.norm(np.asarray(structure.labels["forces"]), axis=1).max())
-
-
-def pooled_rmse(structures: list[Structure], predictions: list[dict]) -> tuple[float, float, float]:
-    """Energy RMSE (meV per structure), force RMSE (meV/Å) and the pooled squared force error
-    ((meV/Å)², summed over components) of ``predictions`` against the labels of ``structures``."""
-    energy = [1000.0 * (float(p["energy"]) - float(s.labels["energy"])) for s, p in zip(structures, predictions, strict=True)]
-    force = np.concatenate([
-        1000.0 * (np.asarray(p["forces"]) - np.asarray(s.labels["forces"])).ravel()
-        for s, p in zip(structures, predictions, strict=True)
-    ])
-    squared = float(np.square(force).sum())
-    return float(np.sqrt(np.mean(np.square(energy)))), float(np.sqrt(squared / force.size)), squared
 
 
 def describe(values: dict[str, float]) -> str:
@@ -99,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
           f"largest atomic force {largest_training_force:.2f} eV/Å")
     print(f"{args.test_file}: {sum(f > largest_training_force for f in forces)} of {len(test)} frames hold a larger atomic force")
     potential = load_potential(args.checkpoint, dtype="float64") if args.checkpoint else None
+    everything = None  # the model's predictions for every test frame, when --open needs them
     if args.open:
         longest = max(g["O···O"] for g in geometries)
         open_frames = [i for i, s in enumerate(test) if enol_geometry(s)["O···O"] > longest]
@@ -106,17 +99,21 @@ def main(argv: list[str] | None = None) -> None:
               f"longest, {longest:.3f} Å: {' '.join(map(str, open_frames)) or 'none'}")
         if potential is not None:
             everything = potential.predict(test, properties=["energy", "forces"])
-            is_open = np.zeros(len(test), bool)
-            is_open[open_frames] = True
-            rows = {name: pooled_rmse([test[i] for i in np.flatnonzero(mask)], [everything[i] for i in np.flatnonzero(mask)])
-                    for name, mask in (("open", is_open), ("the rest", ~is_open)) if mask.any()}
-            total = sum(row[2] for row in rows.values())
-            for name, (energy, force, squared) in rows.items():
-                print(f"{args.checkpoint}: {name}: energy RMSE {energy:.1f} meV, force RMSE {force:.1f} meV/Å, "
-                      f"{100 * squared / total:.1f} % of the squared force error")
+            open_set = set(open_frames)
+            is_open = [i in open_set for i in range(len(test))]
+            # errors_by_support's "outside" group holds the open frames here, "inside" the rest
+            groups, _ = errors_by_support(test, everything, is_open)
+            total = float(np.square(groups["all"][1]).sum())
+            for name, key in (("open", "outside"), ("the rest", "inside")):
+                energy, force = groups[key]
+                if energy:
+                    print(f"{args.checkpoint}: {name}: energy RMSE {rmse(energy):.1f} meV, force RMSE {rmse(force):.1f} meV/Å, "
+                          f"{100 * float(np.square(force).sum()) / total:.1f} % of the squared force error")
     chosen = [test[i] for i in args.frames]
     predictions = None
-    if potential is not None:
+    if everything is not None:
+        predictions = [everything[i] for i in args.frames]
+    elif potential is not None:
         predictions = potential.predict(chosen, properties=["forces"])
     for k, (index, structure) in enumerate(zip(args.frames, chosen, strict=True)):
         line = f"frame {index}: {describe(enol_geometry(structure))}; largest atomic force {forces[index]:.2f} eV/Å"

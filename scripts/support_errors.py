@@ -100,6 +100,30 @@ def worst_share(per_structure_rmse: list[float], n_components: list[int], worst:
     return share, rest_rmse
 
 
+def worst_report(
+    checkpoint: str, errors: list[float], n_components: list[int], count: int, outside: list, label: str, value_format: str
+) -> list[str]:
+    """Lines naming the ``count`` structures of largest ``abs(errors)`` (with the element pairs that put
+    each outside the support) and the share of the squared error they carry, with the RMSE of the
+    others. ``errors`` per structure: its force RMSE (``label`` "force RMSE", meV/Å) or its signed
+    energy error ("energy error", meV); ``n_components`` as :func:`worst_share` takes it;
+    ``value_format`` formats one error with its unit, e.g. ``"{:.1f} meV/Å"``."""
+    worst = sorted(range(len(errors)), key=lambda i: -abs(errors[i]))[:count]
+    if not worst:
+        return []
+    lines = []
+    for index in worst:
+        pairs = ", ".join(f"{chemical_symbols[a]}–{chemical_symbols[b]}" for a, b in outside[index]) or "inside"
+        lines.append(f"{checkpoint}: structure {index}: {label} {value_format.format(errors[index])} ({pairs})")
+    share, rest_rmse = worst_share(np.abs(errors).tolist(), n_components, worst)
+    quantity, unit = label.split()[0], value_format.split()[-1]
+    lines.append(
+        f"{checkpoint}: these {len(worst)} carry {100 * share:.1f} % of the squared {quantity} error; "
+        f"{quantity} RMSE of the other {len(errors) - len(worst)}: {rest_rmse:.1f} {unit}"
+    )
+    return lines
+
+
 def rmse_row(name: str, groups: dict[str, tuple[list, list]], keys=("all", "inside", "outside")) -> str:
     """``| name | E RMSE / ... | F RMSE / ... |`` over ``keys`` of :func:`errors_by_support`'s groups."""
     energy = " / ".join(f"{rmse(groups[k][0]):.1f}" for k in keys)
@@ -136,27 +160,8 @@ def main(argv: list[str] | None = None) -> None:
     for checkpoint in args.checkpoints:
         potential = load_potential(checkpoint, dtype="float64")
         groups, force_rmse = errors_by_support(test, potential.predict(test, properties=["energy", "forces"]), outside)
-        worst = sorted(range(len(test)), key=lambda i: -force_rmse[i])[: args.worst]
-        for index in worst:
-            pairs = ", ".join(f"{chemical_symbols[a]}–{chemical_symbols[b]}" for a, b in outside[index]) or "inside"
-            worst_lines.append(f"{checkpoint}: structure {index}: force RMSE {force_rmse[index]:.1f} meV/Å ({pairs})")
-        if worst:
-            share, rest_rmse = worst_share(force_rmse, n_components, worst)
-            worst_lines.append(
-                f"{checkpoint}: these {len(worst)} carry {100 * share:.1f} % of the squared force error; "
-                f"force RMSE of the other {len(test) - len(worst)}: {rest_rmse:.1f} meV/Å"
-            )
-        energy_error = groups["all"][0]
-        worst = sorted(range(len(test)), key=lambda i: -abs(energy_error[i]))[: args.worst]
-        for index in worst:
-            pairs = ", ".join(f"{chemical_symbols[a]}–{chemical_symbols[b]}" for a, b in outside[index]) or "inside"
-            worst_lines.append(f"{checkpoint}: structure {index}: energy error {energy_error[index]:+.1f} meV ({pairs})")
-        if worst:
-            share, rest_rmse = worst_share(np.abs(energy_error).tolist(), [1] * len(test), worst)
-            worst_lines.append(
-                f"{checkpoint}: these {len(worst)} carry {100 * share:.1f} % of the squared energy error; "
-                f"energy RMSE of the other {len(test) - len(worst)}: {rest_rmse:.1f} meV"
-            )
+        worst_lines += worst_report(checkpoint, force_rmse, n_components, args.worst, outside, "force RMSE", "{:.1f} meV/Å")
+        worst_lines += worst_report(checkpoint, groups["all"][0], [1] * len(test), args.worst, outside, "energy error", "{:+.1f} meV")
         print(rmse_row(checkpoint, groups))
     if worst_lines:
         print("\n".join(worst_lines))

@@ -72,7 +72,7 @@ def test_open_counts_the_frames_with_a_broken_hydrogen_bond_and_splits_their_err
     assert shares["open"][1] > shares["the rest"][1]  # the broken hydrogen bond is the larger force error
 
 
-def test_pooled_rmse_of_two_frames():
+def test_the_open_split_pools_energy_and_force_errors_per_group():
     def frame(energy, forces):
         return Structure(
             numbers=np.array([1, 1]), positions=np.eye(2, 3), cell=np.zeros((3, 3)), pbc=np.zeros(3, bool),
@@ -81,7 +81,10 @@ def test_pooled_rmse_of_two_frames():
 
     structures = [frame(1.0, [[0, 0, 0], [0, 0, 0]]), frame(2.0, [[0, 0, 0], [0, 0, 0]])]
     predictions = [{"energy": 1.003, "forces": np.full((2, 3), 0.001)}, {"energy": 1.996, "forces": np.full((2, 3), 0.003)}]
-    energy, force, squared = acac_frames.pooled_rmse(structures, predictions)
+    # --open pools both frames as one group through support_errors' residuals
+    groups, _ = acac_frames.errors_by_support(structures, predictions, [True, True])
+    energy_errors, force_errors = groups["outside"]
+    energy, force, squared = acac_frames.rmse(energy_errors), acac_frames.rmse(force_errors), float(np.square(force_errors).sum())
     assert energy == pytest.approx(np.sqrt((9 + 16) / 2))
     assert squared == pytest.approx(6 * 1 + 6 * 9)
     assert force == pytest.approx(np.sqrt(60 / 12))
