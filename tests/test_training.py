@@ -269,6 +269,29 @@ def test_per_file_valid_fraction_and_max_structures(tmp_path):
     assert [load_config(path).data.fraction_of(f) for f in load_config(path).data.train] == [0.3, 0.0]
 
 
+def test_files_without_energy_weight_leave_the_energy_statistics_alone():
+    """Ethanol's energies sit on another atomic zero (its isolated C and O lie 1.6 and 2.2 eV
+    above acac's); trained on with ``energy_weight: 0`` they must not move the least-squares
+    E0s or the readout shift fitted to acac."""
+    from atomistic.training.config import ConfigError, config_from_dict
+    from atomistic.training.run import prepare
+
+    acac = {"path": str(DATA / "botnet" / "acac" / "train_300K.xyz"), "max_structures": 40}
+    ethanol = {"path": str(DATA / "botnet" / "ethanol" / "train.xyz"), "max_structures": 40, "valid_fraction": 0.0}
+    model = {"channels": 4, "max_ell": 1, "num_layers": 1, "correlation": 2, "radial_hidden": [8]}
+    _, _, alone = prepare(config_from_dict({"data": {"train": [acac]}, "model": model}))
+    _, _, ignored = prepare(config_from_dict({"data": {"train": [acac, {**ethanol, "energy_weight": 0.0}]}, "model": model}))
+    _, _, mixed = prepare(config_from_dict({"data": {"train": [acac, ethanol]}, "model": model}))
+    assert ignored["shift"] == pytest.approx(alone["shift"], abs=1e-12)
+    # acac alone is one composition: the least-squares E0s are its minimum-norm solution
+    np.testing.assert_allclose(ignored["e0s"], alone["e0s"], atol=1e-9)
+    assert np.abs(mixed["e0s"] - alone["e0s"]).max() > 0.1  # the weighted ethanol energies do count (eV)
+
+    bad = config_from_dict({"data": {"train": [{**ethanol, "energy_weight": 0.0, "valid_fraction": 0.1}]}, "model": model})
+    with pytest.raises(ConfigError, match="data.isolated_atoms: no training structure has an energy"):
+        prepare(bad)
+
+
 def test_config_errors_name_the_field(tmp_path):
     path = tmp_path / "bad.yaml"
     for extra, message in CONFIG_ERRORS:
@@ -511,6 +534,49 @@ def test_refit_e0s_recovers_a_constant_per_element_offset(tmp_path):
     assert result.exit_code == 2 and "model.refit_e0s" in result.output and "--init" in result.output
     result = runner.invoke(app, ["train", _config(tmp_path, "fresh_nequip", epochs=1, model_options="encoder: nequip")])
     assert result.exit_code == 2 and "model.encoder" in result.output and "--init" in result.output
+
+
+
+def test_refit_e0s_anchors_each_element_on_its_isolated_atom(tmp_path):
+    """Data of one composition cannot tell the elements' energy zeros apart (least squares
+    alone spreads the offset by the minimum norm); isolated-atom energies fix them, and the
+    least-squares fit then adds only what the isolated atoms leave over."""
+    from atomistic.checkpoint import load_potential
+    from atomistic.data.convert import Structure
+    from atomistic.training.transfer import refit_reference_energies
+
+    assert runner.invoke(app, ["train", _config(tmp_path, "base", epochs=1)]).exit_code == 0
+    potential = load_potential(tmp_path / "out" / "base", dtype=torch.float64)
+    # one composition: Li–Si dimers at four bond lengths
+    dimers = [
+        Structure(numbers=np.array([3, 14]), positions=np.array([[0.0, 0, 0], [2.3 + 0.1 * k, 0, 0]]), cell=np.zeros((3, 3)),
+                  pbc=np.zeros(3, bool))
+        for k in range(4)
+    ]
+    atoms = [Structure(numbers=np.array([z]), positions=np.zeros((1, 3)), cell=np.zeros((3, 3)), pbc=np.zeros(3, bool))
+             for z in (3, 14)]
+    offset = {3: 1.5, 14: -4.0}  # eV per atom: this data's zero minus the model's
+    binding = 0.25  # eV per dimer that the isolated atoms do not account for
+    predicted = potential.predict([*atoms, *dimers], properties=["energy"])
+    atoms = [dataclasses.replace(a, labels={"energy": p["energy"] + offset[int(a.numbers[0])]})
+             for a, p in zip(atoms, predicted[:2], strict=True)]
+    dimers = [dataclasses.replace(d, labels={"energy": p["energy"] + offset[3] + offset[14] + binding})
+              for d, p in zip(dimers, predicted[2:], strict=True)]
+    before = potential.heads["energy"].e0s.clone()
+    shifts = refit_reference_energies(potential, dimers, isolated_atoms=atoms)
+    assert shifts == pytest.approx({3: offset[3] + binding / 2, 14: offset[14] + binding / 2}, abs=1e-9)  # minimum norm
+    after = potential.predict([*atoms, *dimers], properties=["energy"])
+    assert [p["energy"] for p in after[2:]] == pytest.approx([d.labels["energy"] for d in dimers], abs=1e-9)
+    assert [p["energy"] for p in after[:2]] == pytest.approx([a.labels["energy"] + binding / 2 for a in atoms], abs=1e-9)
+
+    with torch.no_grad():
+        potential.heads["energy"].e0s.copy_(before)
+    alone = refit_reference_energies(potential, dimers)  # without the anchor: only the sum is fixed
+    assert alone[3] + alone[14] == pytest.approx(offset[3] + offset[14] + binding, abs=1e-9)
+    assert alone[3] == pytest.approx(alone[14], abs=1e-9)
+    oxygen = dataclasses.replace(atoms[0], numbers=np.array([8]))
+    with pytest.raises(ValueError, match=r"elements the potential lacks: \[8\]"):
+        refit_reference_energies(potential, dimers, isolated_atoms=[oxygen])
 
 
 def test_resumed_refit_fine_tune_matches_an_uninterrupted_one(tmp_path, monkeypatch):

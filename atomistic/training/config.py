@@ -64,7 +64,9 @@ model:                       # with --init, the checkpoint's architecture (the r
                              # (E0s) the least-squares fit of this data's training energies minus
                              # its predictions, so that a model trained on another DFT setup (a
                              # pretrained universal model) starts at this data's energy zero;
-                             # false: keep them
+                             # with data.isolated_atoms, each element is first shifted so that
+                             # the model's isolated atom has that file's energy (one composition,
+                             # one molecule, cannot separate the elements); false: keep them
   energy_mlp_hidden: 16
   energy_head: true          # energy head (forces, stress by autograd); false for tensor-only models
   per_species_scale: false   # energy readout scale per element (its own force RMS) instead of

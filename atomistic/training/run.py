@@ -20,6 +20,7 @@ from atomistic.training.loop import Trainer, TrainingConfig
 from atomistic.training.losses import LossWeights
 from atomistic.training.statistics import (
     average_num_neighbors,
+    energy_fit_structures,
     force_rms,
     force_rms_per_species,
     least_squares_e0s,
@@ -185,9 +186,15 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
             stats["e0s"] = np.array([table[z] for z in species])
             stats["e0_method"] = f"isolated atoms ({data.isolated_atoms})"
         else:
-            stats["e0s"] = least_squares_e0s(train, species)
+            labelled = energy_fit_structures(train)
+            if not labelled:
+                raise ConfigError(
+                    "data.isolated_atoms: no training structure has an energy with a non-zero energy weight, "
+                    "so the E0s cannot be fitted by least squares; give isolated-atom energies"
+                )
+            stats["e0s"] = least_squares_e0s(labelled, species)
             stats["e0_method"] = "least squares on training energies"
-        stats["shift"] = mean_interaction_energy(train, species, stats["e0s"])
+        stats["shift"] = mean_interaction_energy(energy_fit_structures(train), species, stats["e0s"])
         stats["scale"] = force_rms_per_species(train, species) if config.model.per_species_scale else force_rms(train)
     return train, valid, stats
 
@@ -254,11 +261,13 @@ def build_model(
             from atomistic.training.transfer import refit_reference_energies
 
             try:
-                stats["e0_shift"] = refit_reference_energies(potential, train or [])
+                isolated = read_labelled(config.data.isolated_atoms, config.data.labels) if config.data.isolated_atoms else ()
+                stats["e0_shift"] = refit_reference_energies(potential, energy_fit_structures(train or []), isolated)
             except ValueError as error:
                 raise ConfigError(f"model.refit_e0s (with --init {init}): {error}") from None
         if config.model.refit_e0s:
-            stats["e0_method"] = "the checkpoint's, shifted by a least-squares fit of the training energies' residuals"
+            anchor = f" after matching the isolated atoms of {config.data.isolated_atoms}" if config.data.isolated_atoms else ""
+            stats["e0_method"] = f"the checkpoint's, shifted by a least-squares fit of the training energies' residuals{anchor}"
         for p in potential.parameters():
             p.requires_grad_(True)
         potential.train()

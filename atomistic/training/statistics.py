@@ -11,6 +11,19 @@ from atomistic.data.graph import structure_edges
 from atomistic.data.neighbors import neighbor_list
 
 
+def energy_fit_structures(structures: Sequence[Structure]) -> list[Structure]:
+    """The structures whose energies may set a model's energy statistics (E0s, readout shift):
+    those with an energy label and a non-zero energy loss weight (``info["loss_weight_energy"]``,
+    else ``info["loss_weight"]``, else 1). A file trained on with ``energy_weight: 0`` (forces
+    from another DFT setup, whose energy zero differs) must not move the E0s of the others."""
+    kept = []
+    for s in structures:
+        weight = s.info.get("loss_weight_energy", s.info.get("loss_weight", 1.0))
+        if "energy" in s.labels and float(weight) != 0.0:
+            kept.append(s)
+    return kept
+
+
 def least_squares_e0s(structures: Sequence[Structure], atomic_numbers: Sequence[int]) -> np.ndarray:
     """Per-element reference energies (eV) minimising Σ (E - Σ_i E0[z_i])² over the data."""
     index = {z: k for k, z in enumerate(atomic_numbers)}

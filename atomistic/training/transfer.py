@@ -223,16 +223,23 @@ def _widen_radial_output(old_spec, new_spec, source, target) -> None:
         start_new += size_new
 
 
-def refit_reference_energies(potential, structures: Sequence, batch_atoms: int = 2048) -> dict[int, float]:
+def refit_reference_energies(
+    potential, structures: Sequence, isolated_atoms: Sequence = (), batch_atoms: int = 2048
+) -> dict[int, float]:
     """Shift ``potential``'s per-element reference energies (the energy head's E0s, in place)
-    by the least-squares fit of ``structures``' energy labels minus its predictions.
+    onto this data's energy zero.
 
     A model trained on another DFT setup (code, pseudopotentials, functional: a pretrained
     universal potential fine-tuned on new data) differs from the new labels mostly by a
     constant per element; fitting that constant first leaves the fine-tune the differences
-    in shape. The elements that ``structures`` lack keep their E0s. Returns the shift per
-    atomic number (eV per atom). Raises ``ValueError`` when the potential has no energy head
-    or no structure carries an energy label.
+    in shape. With ``isolated_atoms`` (single-atom structures with energy labels, eV) each of
+    their elements is first shifted so that the model's isolated atom has that energy: the
+    absolute zero per element, which a data set of one composition (one molecule) cannot
+    separate by element. Then the least-squares fit of ``structures``' energy labels minus the
+    predictions (minimum-norm where the compositions leave it open) is added. The elements that
+    neither lists hold keep their E0s. Returns the total shift per atomic number (eV per atom).
+    Raises ``ValueError`` when the potential has no energy head, no structure carries an energy
+    label or an isolated atom's element is not the potential's.
     """
     from atomistic.training.statistics import least_squares_e0s
 
@@ -241,22 +248,37 @@ def refit_reference_energies(potential, structures: Sequence, batch_atoms: int =
     labelled = [s for s in structures if "energy" in s.labels]
     if not labelled:
         raise ValueError("no training structure carries an energy label")
-    was_training = potential.training
-    potential.eval()
-    predictions = potential.predict(labelled, properties=["energy"], max_atoms_per_batch=batch_atoms)
-    potential.train(was_training)
-    residuals = [
-        dataclasses.replace(s, labels={"energy": float(s.labels["energy"]) - float(p["energy"])})
-        for s, p in zip(labelled, predictions, strict=True)
-    ]
-    numbers = sorted({int(z) for s in labelled for z in s.numbers})
-    shifts = {z: float(shift) for z, shift in zip(numbers, least_squares_e0s(residuals, numbers), strict=True)}
     index = {int(z): k for k, z in enumerate(potential.atomic_numbers)}
     e0s = potential.heads["energy"].e0s
+    was_training = potential.training
+    potential.eval()
+    total: dict[int, float] = {}
+
+    def residuals_of(items):
+        predictions = potential.predict(items, properties=["energy"], max_atoms_per_batch=batch_atoms)
+        return [float(s.labels["energy"]) - float(p["energy"]) for s, p in zip(items, predictions, strict=True)]
+
+    try:
+        atoms = [s for s in isolated_atoms if len(s) == 1 and "energy" in s.labels]
+        unknown = sorted({int(s.numbers[0]) for s in atoms} - set(index))
+        if unknown:
+            raise ValueError(f"isolated atoms of elements the potential lacks: {unknown}")
+        with torch.no_grad():
+            for atom, residual in zip(atoms, residuals_of(atoms), strict=True):
+                z = int(atom.numbers[0])
+                e0s[index[z]] += residual
+                total[z] = total.get(z, 0.0) + residual
+        residuals = [
+            dataclasses.replace(s, labels={"energy": residual}) for s, residual in zip(labelled, residuals_of(labelled), strict=True)
+        ]
+    finally:
+        potential.train(was_training)
+    numbers = sorted({int(z) for s in labelled for z in s.numbers})
     with torch.no_grad():
-        for z, shift in shifts.items():
-            e0s[index[z]] += shift
-    return shifts
+        for z, shift in zip(numbers, least_squares_e0s(residuals, numbers), strict=True):
+            e0s[index[z]] += float(shift)
+            total[z] = total.get(z, 0.0) + float(shift)
+    return total
 
 
 def restrict_species(potential, numbers: Sequence[int]):
