@@ -1,8 +1,9 @@
-"""Print the training-history note of the `organic` model card, built from the recorded lineage
-table ``docs/runs/organic_lineage.csv`` (one row per model, in the order they were trained): how
-the model was trained, the table itself in Markdown, and what its 600 K figures say.
+"""Print the training-history note of the `organic-mace` model card (the MACE-class member of the
+`organic` committee), built from the recorded lineage table ``docs/runs/organic_lineage.csv`` (one
+row per model, in the order they were trained): how the model was trained, the table itself in
+Markdown, and what its 600 K figures say.
 
-    python scripts/write_model_card.py checkpoints/organic --bar organic \\
+    python scripts/write_model_card.py checkpoints/organic-mace --bar organic \\
         --note "$(python scripts/organic_card_note.py)"
 
 Columns of the table (figures as the float64 card and ``scripts/support_errors.py`` measured

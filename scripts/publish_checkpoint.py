@@ -30,10 +30,8 @@ def main() -> None:
     target = ROOT / "checkpoints" / args.name
     target.mkdir(parents=True, exist_ok=True)
     manifest = json.loads((args.source / "manifest.json").read_text())
-    init = manifest.get("provenance", {}).get("init")
-    if init:  # a fine-tune carries its parent's licence terms
-        for licence in sorted((ROOT / init).glob("LICENSE*")) if (ROOT / init).is_dir() else []:
-            shutil.copyfile(licence, target / licence.name)
+    for licence in inherited_licences(manifest):  # a fine-tune carries its ancestors' licence terms
+        shutil.copyfile(licence, target / licence.name)
     if args.species:
         restrict(args.source, target, args.name, args.species)
     else:
@@ -41,6 +39,24 @@ def main() -> None:
         shutil.copyfile(args.source / "weights.safetensors", target / "weights.safetensors")
         (target / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     print(f"published {args.source} as {target}")
+
+
+def inherited_licences(manifest: dict) -> list[Path]:
+    """The licence files (``LICENSE*``) of every checkpoint up the ``--init`` chain of
+    ``manifest`` (a restart of a fine-tune of SevenNet-0 inherits SevenNet-0's), as far as the
+    chain's directories still exist here."""
+    licences, seen = {}, set()
+    init = manifest.get("provenance", {}).get("init")
+    while init and init not in seen:
+        seen.add(init)
+        directory = Path(init) if Path(init).is_absolute() else ROOT / init
+        if not directory.is_dir():
+            break
+        for licence in sorted(directory.glob("LICENSE*")):
+            licences.setdefault(licence.name, licence)
+        parent = directory / "manifest.json"
+        init = json.loads(parent.read_text()).get("provenance", {}).get("init") if parent.is_file() else None
+    return list(licences.values())
 
 
 def restrict(source: Path, target: Path, name: str, symbols: list[str]) -> None:

@@ -11,6 +11,14 @@ Members must cover the same elements (publish a fine-tuned universal model with
 
     python scripts/publish_committee.py mlearn checkpoints/mlearn-mace checkpoints/mlearn-sevennet
     python scripts/publish_committee.py mlearn A B --weights 2 1
+    python scripts/publish_committee.py organic A B --weigh-by-validation
+
+``--weigh-by-validation`` weighs each member by the inverse square of its held-out force RMSE
+(``metrics.validation.force_rmse_ev_per_ang`` of its manifest, as ``scripts/write_model_card.py``
+measures it on the shared split): the weights that minimise the variance of a mean of unbiased,
+independent estimates. Members' errors are never fully independent, so this is a rule fixed in
+advance, not an optimum; it keeps a less accurate member's share small without choosing weights
+by their test errors.
 """
 
 from __future__ import annotations
@@ -29,11 +37,28 @@ from atomistic.training.config import config_from_dict  # noqa: E402
 from atomistic.training.run import validation_split_mismatches  # noqa: E402
 
 
+def validation_weights(members: list[Path], manifests: list[dict], parser: argparse.ArgumentParser) -> list[float]:
+    """Per member, 1 / (held-out force RMSE)², normalised to sum to 1."""
+    inverse = []
+    for member, manifest in zip(members, manifests, strict=True):
+        rmse = manifest.get("metrics", {}).get("validation", {}).get("force_rmse_ev_per_ang")
+        if not isinstance(rmse, (int, float)) or not rmse > 0:
+            parser.error(f"{member}: its manifest has no held-out force RMSE (metrics.validation.force_rmse_ev_per_ang); card it first")
+        inverse.append(1.0 / rmse**2)
+    return [round(w / sum(inverse), 4) for w in inverse]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name", help="model name: the committee goes to checkpoints/NAME")
     parser.add_argument("members", nargs="+", type=Path, help="member checkpoint directories")
-    parser.add_argument("--weights", nargs="+", type=float, help="one positive weight per member (default: equal)")
+    weighting = parser.add_mutually_exclusive_group()
+    weighting.add_argument("--weights", nargs="+", type=float, help="one positive weight per member (default: equal)")
+    weighting.add_argument(
+        "--weigh-by-validation",
+        action="store_true",
+        help="weights proportional to 1 / (held-out force RMSE)² of each member's manifest",
+    )
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints", help="where NAME goes")
     args = parser.parse_args(argv)
     if len(args.members) < 2:
@@ -50,6 +75,9 @@ def main(argv: list[str] | None = None) -> None:
     }
     if validation_split_mismatches(trained):
         parser.error(f"members trained on different validation splits: {', '.join(trained)} (data, seed, valid_fraction or stratify_by differ)")
+    if args.weigh_by_validation:
+        args.weights = validation_weights(args.members, manifests, parser)
+        print("weights from the held-out force RMSE:", ", ".join(f"{m.name} {w:.4f}" for m, w in zip(args.members, args.weights, strict=True)))
     target = args.checkpoints / args.name
     try:
         save_committee(

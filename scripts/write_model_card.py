@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from atomistic import load_potential  # noqa: E402
-from atomistic.checkpoint import COMMITTEE, CheckpointError, resolve  # noqa: E402
+from atomistic.checkpoint import COMMITTEE, CheckpointError, checkpoints_dir, resolve  # noqa: E402
 from atomistic.data.datasets import read_labelled  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
 from atomistic.training.loop import METRICS_LOG, read_metrics_log, training_hours  # noqa: E402
@@ -343,15 +343,19 @@ def hyperparameter_text(manifest: dict, n_parameters: int) -> str:
 def init_text(init: str | None, directory: Path) -> str:
     """The card's "fine-tuned from" entry: the ``--init`` checkpoint the run started from (a path,
     from here or from the project root, or a model name, resolved as ``--init`` resolves it), and a
-    word when that is the card's own directory, which now holds this model rather than its start."""
+    word when that is the card's own directory, which now holds this model rather than its start,
+    or another published checkpoint, which may since hold a newer model."""
     if not init:
         return "- (trained from scratch)"
     for candidate in (init, ROOT / init):
         try:
-            if resolve(candidate).resolve() == directory.resolve():
-                return f"{init} (the model published there before this one, which this one replaced)"
+            published = resolve(candidate).resolve()
         except CheckpointError:
             continue
+        if published == directory.resolve():
+            return f"{init} (the model published there before this one, which this one replaced)"
+        if published.parent == checkpoints_dir().resolve():
+            return f"{init} (as published when this run began)"
     return init
 
 

@@ -161,7 +161,7 @@ def test_shipped_table_matches_the_checkpoint_and_the_kept_run_logs():
     rows = organic_card_note.read_lineage()
     restarts = organic_card_note.kept_restarts(rows)
     newest, previous = restarts[-1], restarts[-2]
-    manifest = json.loads((ROOT / "checkpoints" / "organic" / "manifest.json").read_text())
+    manifest = json.loads((ROOT / "checkpoints" / "organic-mace" / "manifest.json").read_text())
     assert manifest["provenance"]["config"]["run_dir"] == f"runs/{newest.name}"
     # the previous stage's best weights, from its run directory or as published when the run began
     assert manifest["provenance"]["init"] in (f"runs/{previous.name}/best", "checkpoints/organic")
@@ -180,8 +180,8 @@ def test_shipped_table_matches_the_checkpoint_and_the_kept_run_logs():
     assert all((ROOT / "docs" / "runs" / row.name / "config.json").exists() for row in restarts)
 
 
-def test_card_note_of_shipped_organic_is_the_generated_one():
-    card = (ROOT / "checkpoints" / "organic" / "MODEL_CARD.md").read_text(encoding="utf-8")
+def test_card_note_of_shipped_organic_mace_is_the_generated_one():
+    card = (ROOT / "checkpoints" / "organic-mace" / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert organic_card_note.organic_note(organic_card_note.read_lineage()) in card
 
 

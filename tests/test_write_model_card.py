@@ -87,6 +87,16 @@ def test_committee_is_published_and_carded_on_its_members_shared_split(tmp_path,
     assert "different validation splits" in capsys.readouterr().err
     publish_committee.main(["pair", str(out / "a"), str(out / "b"), "--weights", "3", "1", "--checkpoints", str(shipped)])
     assert (shipped / "pair" / "LICENSE.parent").read_text() == "the parent's terms"
+    publish_committee.main(["weighed", str(out / "a"), str(out / "b"), "--weigh-by-validation", "--checkpoints", str(shipped)])
+    rmse = [json.loads((out / n / "manifest.json").read_text())["metrics"]["validation"]["force_rmse_ev_per_ang"] for n in "ab"]
+    weights = json.loads((shipped / "weighed" / "manifest.json").read_text())["architecture"]["committee"]["weights"]
+    assert weights == pytest.approx([rmse[1] ** 2 / (rmse[0] ** 2 + rmse[1] ** 2), rmse[0] ** 2 / (rmse[0] ** 2 + rmse[1] ** 2)], abs=1e-4)
+    manifest = json.loads((out / "b" / "manifest.json").read_text())
+    del manifest["metrics"]
+    (out / "b" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SystemExit):
+        publish_committee.main(["unweighed", str(out / "a"), str(out / "b"), "--weigh-by-validation", "--checkpoints", str(shipped)])
+    assert "no held-out force RMSE" in capsys.readouterr().err
 
     write_model_card.main([str(shipped / "pair"), "--bar", "mlearn"])
     card = (shipped / "pair" / "MODEL_CARD.md").read_text()
@@ -115,6 +125,12 @@ def test_fine_tuned_from_names_the_start_and_flags_a_start_the_card_now_replaces
     replaced = write_model_card.init_text(str(published), published)
     assert replaced.startswith(str(published)) and "replaced" in replaced
     assert "replaced" in write_model_card.init_text("organic", published)  # --init by model name
+    other = tmp_path / "checkpoints" / "organic-mace"
+    other.mkdir()
+    (other / "manifest.json").write_text("{}")
+    # another published model: it may hold a newer model since
+    assert write_model_card.init_text("organic", other) == "organic (as published when this run began)"
+    assert write_model_card.init_text(str(published), other) == f"{published} (as published when this run began)"
 
 
 def test_data_sources_come_from_the_data_readme():
@@ -154,7 +170,7 @@ def test_reproduction_scripts_write_the_shipped_cards_notes():
     for script, notes in (
         ("train_mlearn.sh", {"MLEARN_SMALL_NOTE": "mlearn-small", "MLEARN_COMPACT_NOTE": "mlearn-compact",
                              "MLEARN_MACE_NOTE": "mlearn-mace", "MLEARN_SEVENNET_NOTE": "mlearn-sevennet", "MLEARN_NOTE": "mlearn"}),
-        ("train_organic.sh", {"ORGANIC_COMPACT_NOTE": "organic-compact"}),
+        ("train_organic.sh", {"ORGANIC_COMPACT_NOTE": "organic-compact", "ORGANIC_SEVENNET_NOTE": "organic-sevennet", "ORGANIC_NOTE": "organic"}),
     ):
         text = (ROOT / "scripts" / script).read_text(encoding="utf-8")
         for variable, name in notes.items():
@@ -165,3 +181,20 @@ def test_reproduction_scripts_write_the_shipped_cards_notes():
             ).stdout
             card = (ROOT / "checkpoints" / name / "MODEL_CARD.md").read_text(encoding="utf-8")
             assert f"## Training history\n{note}\n\n## Limits" in card, name
+
+
+def test_published_fine_tune_carries_the_licences_up_its_init_chain(tmp_path, monkeypatch):
+    """A restart of a fine-tune of a licensed checkpoint (organic_s7b from organic_s7 from
+    SevenNet-0) inherits the licence of the checkpoint at the chain's start."""
+    spec = importlib.util.spec_from_file_location("publish_checkpoint", ROOT / "scripts" / "publish_checkpoint.py")
+    publish_checkpoint = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish_checkpoint)
+    monkeypatch.setattr(publish_checkpoint, "ROOT", tmp_path)
+    for name, init in (("universal", None), ("first", "universal"), ("restart", "first")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"provenance": {"init": init} if init else {}}))
+    (tmp_path / "universal" / "LICENSE_UNIVERSAL").write_text("terms")
+    licences = publish_checkpoint.inherited_licences({"provenance": {"init": "restart"}})
+    assert [path.name for path in licences] == ["LICENSE_UNIVERSAL"]
+    assert publish_checkpoint.inherited_licences({"provenance": {"init": "gone"}}) == []
+    assert publish_checkpoint.inherited_licences({}) == []

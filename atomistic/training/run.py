@@ -265,6 +265,9 @@ def build_model(
                 stats["e0_shift"] = refit_reference_energies(potential, energy_fit_structures(train or []), isolated)
             except ValueError as error:
                 raise ConfigError(f"model.refit_e0s (with --init {init}): {error}") from None
+        if config.model.energy_head and not config.model.refit_e0s:
+            # the E0s are the checkpoint's (new elements' from this data), not this data's
+            stats["e0_method"] = f"the checkpoint's (--init {init})" + (f"; new elements: {stats['e0_method']}" if new else "")
         if config.model.refit_e0s:
             anchor = f" after matching the isolated atoms of {config.data.isolated_atoms}" if config.data.isolated_atoms else ""
             stats["e0_method"] = f"the checkpoint's, shifted by a least-squares fit of the training energies' residuals{anchor}"
