@@ -536,7 +536,6 @@ def test_refit_e0s_recovers_a_constant_per_element_offset(tmp_path):
     assert result.exit_code == 2 and "model.encoder" in result.output and "--init" in result.output
 
 
-
 def test_refit_e0s_anchors_each_element_on_its_isolated_atom(tmp_path):
     """Data of one composition cannot tell the elements' energy zeros apart (least squares
     alone spreads the offset by the minimum norm); isolated-atom energies fix them, and the

@@ -178,6 +178,7 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
         "tensor_scales": {key: tensor_scale(train, key) for key in config.model.tensor_heads},
     }
     if config.model.energy_head:
+        labelled = energy_fit_structures(train)  # the energies the E0s and the shift may read
         if data.isolated_atoms:
             table = isolated_atom_energies(data.isolated_atoms, data.labels)
             missing = [z for z in species if z not in table]
@@ -186,7 +187,6 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
             stats["e0s"] = np.array([table[z] for z in species])
             stats["e0_method"] = f"isolated atoms ({data.isolated_atoms})"
         else:
-            labelled = energy_fit_structures(train)
             if not labelled:
                 raise ConfigError(
                     "data.isolated_atoms: no training structure has an energy with a non-zero energy weight, "
@@ -194,7 +194,7 @@ def prepare(config: TrainConfig) -> tuple[list[Structure], list[Structure], dict
                 )
             stats["e0s"] = least_squares_e0s(labelled, species)
             stats["e0_method"] = "least squares on training energies"
-        stats["shift"] = mean_interaction_energy(energy_fit_structures(train), species, stats["e0s"])
+        stats["shift"] = mean_interaction_energy(labelled, species, stats["e0s"])
         stats["scale"] = force_rms_per_species(train, species) if config.model.per_species_scale else force_rms(train)
     return train, valid, stats
 
@@ -265,12 +265,11 @@ def build_model(
                 stats["e0_shift"] = refit_reference_energies(potential, energy_fit_structures(train or []), isolated)
             except ValueError as error:
                 raise ConfigError(f"model.refit_e0s (with --init {init}): {error}") from None
-        if config.model.energy_head and not config.model.refit_e0s:
-            # the E0s are the checkpoint's (new elements' from this data), not this data's
-            stats["e0_method"] = f"the checkpoint's (--init {init})" + (f"; new elements: {stats['e0_method']}" if new else "")
         if config.model.refit_e0s:
             anchor = f" after matching the isolated atoms of {config.data.isolated_atoms}" if config.data.isolated_atoms else ""
             stats["e0_method"] = f"the checkpoint's, shifted by a least-squares fit of the training energies' residuals{anchor}"
+        elif config.model.energy_head:  # the checkpoint's E0s (new elements' from this data), not this data's
+            stats["e0_method"] = f"the checkpoint's (--init {init})" + (f"; new elements: {stats['e0_method']}" if new else "")
         for p in potential.parameters():
             p.requires_grad_(True)
         potential.train()
