@@ -41,6 +41,20 @@ def main() -> None:
     print(f"published {args.source} as {target}")
 
 
+def init_directory(init: str) -> Path | None:
+    """The checkpoint directory a recorded ``--init`` names, resolved as ``--init`` resolves it
+    (a model name or a path) from here or from the project root; None where it no longer exists."""
+    sys.path.insert(0, str(ROOT))
+    from atomistic.checkpoint import CheckpointError, resolve
+
+    for candidate in (init, ROOT / init):
+        try:
+            return resolve(candidate)
+        except CheckpointError:
+            continue
+    return None
+
+
 def inherited_licences(manifest: dict) -> list[Path]:
     """The licence files (``LICENSE*``) of every checkpoint up the ``--init`` chain of
     ``manifest`` (a restart of a fine-tune of SevenNet-0 inherits SevenNet-0's), as far as the
@@ -49,8 +63,8 @@ def inherited_licences(manifest: dict) -> list[Path]:
     init = manifest.get("provenance", {}).get("init")
     while init and init not in seen:
         seen.add(init)
-        directory = Path(init) if Path(init).is_absolute() else ROOT / init
-        if not directory.is_dir():
+        directory = init_directory(init)
+        if directory is None or not directory.is_dir():
             break
         for licence in sorted(directory.glob("LICENSE*")):
             licences.setdefault(licence.name, licence)

@@ -198,3 +198,12 @@ def test_published_fine_tune_carries_the_licences_up_its_init_chain(tmp_path, mo
     assert [path.name for path in licences] == ["LICENSE_UNIVERSAL"]
     assert publish_checkpoint.inherited_licences({"provenance": {"init": "gone"}}) == []
     assert publish_checkpoint.inherited_licences({}) == []
+    # --init by model name (no such path here or under the project root), resolved as --init
+    # resolves it: the published checkpoint of that name
+    shipped = tmp_path / "shipped"
+    (shipped / "published-universal").mkdir(parents=True)
+    (shipped / "published-universal" / "manifest.json").write_text("{}")
+    (shipped / "published-universal" / "LICENSE_SHIPPED").write_text("terms")
+    monkeypatch.setenv("ATOMISTIC_CHECKPOINTS", str(shipped))
+    licences = publish_checkpoint.inherited_licences({"provenance": {"init": "published-universal"}})
+    assert [path.name for path in licences] == ["LICENSE_SHIPPED"]
