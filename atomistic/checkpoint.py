@@ -65,6 +65,18 @@ def resolve(name_or_path: str | os.PathLike) -> Path:
     raise CheckpointError(f"checkpoint '{text}' does not exist")
 
 
+def resolve_recorded(name_or_path: str | os.PathLike, root: str | os.PathLike) -> Path | None:
+    """A name or path recorded in a manifest (a run's ``--init``) → the checkpoint directory,
+    resolved as :func:`resolve` resolves it, first as given and then relative to ``root`` (the
+    directory the run was started from); None where neither exists any more."""
+    for candidate in (name_or_path, Path(root) / name_or_path):
+        try:
+            return resolve(candidate)
+        except CheckpointError:
+            continue
+    return None
+
+
 def aliases() -> dict[str, str]:
     """Alias name → checkpoint name, from ``checkpoints/aliases.json`` (empty if absent)."""
     path = checkpoints_dir() / ALIASES

@@ -45,14 +45,9 @@ def init_directory(init: str) -> Path | None:
     """The checkpoint directory a recorded ``--init`` names, resolved as ``--init`` resolves it
     (a model name or a path) from here or from the project root; None where it no longer exists."""
     sys.path.insert(0, str(ROOT))
-    from atomistic.checkpoint import CheckpointError, resolve
+    from atomistic.checkpoint import resolve_recorded
 
-    for candidate in (init, ROOT / init):
-        try:
-            return resolve(candidate)
-        except CheckpointError:
-            continue
-    return None
+    return resolve_recorded(init, ROOT)
 
 
 def inherited_licences(manifest: dict) -> list[Path]:

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from atomistic import load_potential  # noqa: E402
-from atomistic.checkpoint import COMMITTEE, CheckpointError, checkpoints_dir, resolve  # noqa: E402
+from atomistic.checkpoint import COMMITTEE, checkpoints_dir, resolve_recorded  # noqa: E402
 from atomistic.data.datasets import read_labelled  # noqa: E402
 from atomistic.training.config import config_from_dict  # noqa: E402
 from atomistic.training.loop import METRICS_LOG, read_metrics_log, training_hours  # noqa: E402
@@ -347,15 +347,13 @@ def init_text(init: str | None, directory: Path) -> str:
     or another published checkpoint, which may since hold a newer model."""
     if not init:
         return "- (trained from scratch)"
-    for candidate in (init, ROOT / init):
-        try:
-            published = resolve(candidate).resolve()
-        except CheckpointError:
-            continue
-        if published == directory.resolve():
-            return f"{init} (the model published there before this one, which this one replaced)"
-        if published.parent == checkpoints_dir().resolve():
-            return f"{init} (as published when this run began)"
+    published = resolve_recorded(init, ROOT)
+    if published is None:
+        return init
+    if published.resolve() == directory.resolve():
+        return f"{init} (the model published there before this one, which this one replaced)"
+    if published.resolve().parent == checkpoints_dir().resolve():
+        return f"{init} (as published when this run began)"
     return init
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import torch
 from ase.build import bulk
 
 from atomistic import load_potential
-from atomistic.checkpoint import CheckpointError, save_checkpoint
+from atomistic.checkpoint import CheckpointError, resolve_recorded, save_checkpoint
 
 from .conftest import small_mace
 
@@ -91,6 +92,19 @@ def test_names_resolve_to_checkpoints(tmp_path, monkeypatch):
     assert load_potential("tiny").atomic_numbers == (3, 14, 32, 42)
     with pytest.raises(CheckpointError, match="no model named 'nothing'.*tiny"):
         load_potential("nothing")
+
+
+def test_recorded_init_resolves_as_given_then_under_root(tmp_path, monkeypatch):
+    store, root = tmp_path / "store", tmp_path / "root"
+    save_checkpoint(small_mace(), store / "tiny")
+    save_checkpoint(small_mace(), root / "runs" / "a" / "best")
+    monkeypatch.setenv("ATOMISTIC_CHECKPOINTS", str(store))
+    monkeypatch.chdir(tmp_path)
+    assert resolve_recorded("tiny", root) == store / "tiny"  # a model name
+    assert resolve_recorded("runs/a/best", root) == root / "runs" / "a" / "best"  # relative to the run's root
+    assert resolve_recorded("root/runs/a/best", root) == Path("root/runs/a/best")  # as given
+    assert resolve_recorded("runs/gone/best", root) is None
+    assert resolve_recorded("gone", root) is None
 
 
 def test_shipped_mlearn_small_loads_and_predicts():
