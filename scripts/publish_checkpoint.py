@@ -41,24 +41,18 @@ def main() -> None:
     print(f"published {args.source} as {target}")
 
 
-def init_directory(init: str) -> Path | None:
-    """The checkpoint directory a recorded ``--init`` names, resolved as ``--init`` resolves it
-    (a model name or a path) from here or from the project root; None where it no longer exists."""
-    sys.path.insert(0, str(ROOT))
-    from atomistic.checkpoint import resolve_recorded
-
-    return resolve_recorded(init, ROOT)
-
-
 def inherited_licences(manifest: dict) -> list[Path]:
     """The licence files (``LICENSE*``) of every checkpoint up the ``--init`` chain of
     ``manifest`` (a restart of a fine-tune of SevenNet-0 inherits SevenNet-0's), as far as the
     chain's directories still exist here."""
+    sys.path.insert(0, str(ROOT))
+    from atomistic.checkpoint import resolve_recorded
+
     licences, seen = {}, set()
     init = manifest.get("provenance", {}).get("init")
     while init and init not in seen:
         seen.add(init)
-        directory = init_directory(init)
+        directory = resolve_recorded(init, ROOT)  # a model name or a path, as --init resolves it
         if directory is None or not directory.is_dir():
             break
         for licence in sorted(directory.glob("LICENSE*")):

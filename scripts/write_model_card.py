@@ -350,9 +350,10 @@ def init_text(init: str | None, directory: Path) -> str:
     published = resolve_recorded(init, ROOT)
     if published is None:
         return init
-    if published.resolve() == directory.resolve():
+    published = published.resolve()
+    if published == directory.resolve():
         return f"{init} (the model published there before this one, which this one replaced)"
-    if published.resolve().parent == checkpoints_dir().resolve():
+    if published.parent == checkpoints_dir().resolve():
         return f"{init} (as published when this run began)"
     return init
 
