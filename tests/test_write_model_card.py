@@ -170,7 +170,8 @@ def test_reproduction_scripts_write_the_shipped_cards_notes():
     for script, notes in (
         ("train_mlearn.sh", {"MLEARN_SMALL_NOTE": "mlearn-small", "MLEARN_COMPACT_NOTE": "mlearn-compact",
                              "MLEARN_MACE_NOTE": "mlearn-mace", "MLEARN_SEVENNET_NOTE": "mlearn-sevennet", "MLEARN_NOTE": "mlearn"}),
-        ("train_organic.sh", {"ORGANIC_COMPACT_NOTE": "organic-compact", "ORGANIC_SEVENNET_NOTE": "organic-sevennet", "ORGANIC_NOTE": "organic"}),
+        ("train_organic.sh", {"ORGANIC_COMPACT_NOTE": "organic-compact", "ORGANIC_SEVENNET_NOTE": "organic-sevennet",
+                              "ORGANIC_SEVENNET_L3_NOTE": "organic-sevennet-l3", "ORGANIC_NOTE": "organic"}),
     ):
         text = (ROOT / "scripts" / script).read_text(encoding="utf-8")
         for variable, name in notes.items():
